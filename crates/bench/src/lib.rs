@@ -1,0 +1,1 @@
+//! Criterion benchmarks and the experiment harness for C-- stack mechanisms.

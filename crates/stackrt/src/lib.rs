@@ -1,0 +1,1 @@
+//! Runtime linked into every C-- program: thread library, stack chunks, mechanism trampolines, statistics.

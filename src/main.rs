@@ -1,0 +1,2 @@
+//! The `cmm` compiler driver.
+fn main() {}

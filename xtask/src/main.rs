@@ -1,0 +1,2 @@
+//! Project automation: setup, test, experiments.
+fn main() {}
