@@ -1,0 +1,316 @@
+//! The process-wide chunk runtime and its `extern "C"` entry points, called by the assembly
+//! thread trampolines and overflow/underflow handlers of the chunk mechanisms.
+//!
+//! Initialisation happens in the first `stackrt_chunk_thread_enter*` call (normally the main
+//! thread's entry trampoline, before any C-- code runs): it reads the chunk size the program
+//! was compiled with (the weak data symbol [`super::CHUNK_SIZE_SYMBOL`]), `STACKRT_STACK_LIMIT`,
+//! `STACKRT_STATS` and `vm.max_map_count`. Every error of the entry points ends the program
+//! with one line on stderr naming the thread (see [`super::msg::FATAL_EXIT_STATUS`]).
+
+use core::ptr::{self, NonNull};
+use std::sync::OnceLock;
+
+use super::chain::{ChunkError, Runtime, RuntimeConfig, ThreadChain};
+use super::header::{page_size, ChunkGeometry, ChunkHeader, DEFAULT_CHUNK_SIZE};
+use super::msg::{exit_fatal, StackBuf};
+
+/// Default per-thread stack limit: 1 GiB on 64-bit targets, 256 MiB on 32-bit ones. It only
+/// stops runaway recursion: the thesis's unbalanced tree needs about 48 MB per thread on i686,
+/// and on i686 a dozen threads at 256 MiB already fill the address space.
+pub const DEFAULT_STACK_LIMIT: usize = if cfg!(target_pointer_width = "64") {
+    1 << 30
+} else {
+    256 << 20
+};
+
+/// Mappings left to the rest of the program (libraries, malloc arenas, thread stacks) when the
+/// chunks' share of `vm.max_map_count` is computed: max(4096, max_map_count / 8).
+const MAP_COUNT_MARGIN_MIN: usize = 4096;
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+thread_local! {
+    /// The calling thread's chain: `const`-initialised, no destructor (signal-handler safe).
+    static CHAIN: ThreadChain = const { ThreadChain::new() };
+    /// Gives the thread's chunks back when the thread ends without calling
+    /// `stackrt_chunk_thread_exit` (`sthread_exit` / `pthread_exit` from C-- code). glibc runs
+    /// it on the thread's native stack after the exit unwinding.
+    static EXIT_GUARD: ExitGuard = const { ExitGuard };
+}
+
+struct ExitGuard;
+
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let Some(rt) = RUNTIME.get() else { return };
+        let here = approx_sp();
+        // `try_with`: the chain has no destructor, so this only fails if TLS is gone entirely.
+        let _ = CHAIN.try_with(|c| {
+            // Still running on a chunk (exit() called from C-- code runs TLS destructors on the
+            // current stack): the process is ending, leave the chunks mapped.
+            if c.is_active() && !c.contains(here) {
+                let _ = c.exit(rt);
+            }
+        });
+    }
+}
+
+// The chunk size symbol is weak: programs of the non-chunk mechanisms and the runtime's own
+// test binaries do not define it, and then the default applies. Rust has no stable weak
+// linkage, so a pointer to it is assembled here; it is null when the symbol is undefined.
+#[cfg(target_arch = "x86_64")]
+core::arch::global_asm!(
+    ".weak __cmm_chunk_size",
+    ".pushsection .data.rel.ro.stackrt_chunk_size_ref,\"aw\",@progbits",
+    ".balign 8",
+    ".globl stackrt_chunk_size_ref",
+    ".hidden stackrt_chunk_size_ref",
+    "stackrt_chunk_size_ref:",
+    ".quad __cmm_chunk_size",
+    ".popsection",
+    options(att_syntax)
+);
+#[cfg(target_arch = "x86")]
+core::arch::global_asm!(
+    ".weak __cmm_chunk_size",
+    ".pushsection .data.rel.ro.stackrt_chunk_size_ref,\"aw\",@progbits",
+    ".balign 4",
+    ".globl stackrt_chunk_size_ref",
+    ".hidden stackrt_chunk_size_ref",
+    "stackrt_chunk_size_ref:",
+    ".long __cmm_chunk_size",
+    ".popsection",
+    options(att_syntax)
+);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+extern "C" {
+    /// Address of `__cmm_chunk_size`, or null if the program does not define it.
+    static stackrt_chunk_size_ref: *const u32;
+}
+
+/// The chunk size the program was compiled with (`__cmm_chunk_size`), if it defines one.
+pub fn program_chunk_size() -> Option<usize> {
+    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+    {
+        // SAFETY: stackrt_chunk_size_ref is a pointer-sized word defined above, written only by
+        // the (dynamic) linker; when non-null it points at the program's 32-bit constant.
+        let p = unsafe { ptr::read_volatile(ptr::addr_of!(stackrt_chunk_size_ref)) };
+        if p.is_null() {
+            None
+        } else {
+            // SAFETY: a non-null reference is the address of the program's u32 symbol.
+            Some(unsafe { p.read() } as usize)
+        }
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "x86")))]
+    {
+        None
+    }
+}
+
+/// Parses a byte count: decimal digits with an optional binary suffix `K`, `M` or `G` (either
+/// case, optionally followed by `B` or `iB`).
+pub fn parse_bytes(s: &str) -> Option<usize> {
+    let s = s.trim();
+    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    if digits_end == 0 {
+        return None;
+    }
+    let n: usize = s[..digits_end].parse().ok()?;
+    let mult: usize = match s[digits_end..].to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+fn init_error(args: core::fmt::Arguments<'_>) -> ! {
+    let mut buf = StackBuf::<256>::new();
+    let _ = core::fmt::write(&mut buf, format_args!("stackrt: {args}\n"));
+    buf.write_to_stderr();
+    exit_fatal()
+}
+
+fn max_map_count() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(65530)
+}
+
+extern "C" fn print_stats_at_exit() {
+    if let Some(rt) = RUNTIME.get() {
+        rt.stats().snapshot().print(rt.config().geometry.chunk_size);
+    }
+}
+
+fn build_runtime(guard: bool) -> Runtime {
+    let chunk_size = program_chunk_size().unwrap_or(DEFAULT_CHUNK_SIZE);
+    let guard_size = if guard { page_size() } else { 0 };
+    let geometry = ChunkGeometry::new(chunk_size, guard_size)
+        .unwrap_or_else(|e| init_error(format_args!("bad stack chunk geometry: {e}")));
+    let stack_limit = match std::env::var("STACKRT_STACK_LIMIT") {
+        Ok(v) => parse_bytes(&v).unwrap_or_else(|| {
+            init_error(format_args!(
+                "STACKRT_STACK_LIMIT={v:?} is not a byte count (examples: 8388608, 64M, 1G)"
+            ))
+        }),
+        Err(std::env::VarError::NotPresent) => DEFAULT_STACK_LIMIT,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            init_error(format_args!("STACKRT_STACK_LIMIT is not a byte count"))
+        }
+    };
+    if stack_limit < chunk_size {
+        init_error(format_args!(
+            "STACKRT_STACK_LIMIT={stack_limit} is below one stack chunk ({chunk_size} bytes)"
+        ));
+    }
+    let count_stats = std::env::var_os("STACKRT_STATS").is_some_and(|v| v == "1");
+    let mmc = max_map_count();
+    let max_mappings = mmc.saturating_sub((mmc / 8).max(MAP_COUNT_MARGIN_MIN)).max(16);
+    let mut config = RuntimeConfig::new(geometry, stack_limit, max_mappings);
+    config.count_stats = count_stats;
+    Runtime::new(config)
+}
+
+/// The process-wide runtime, once some thread has entered chunked code.
+pub fn runtime() -> Option<&'static Runtime> {
+    RUNTIME.get()
+}
+
+fn runtime_init(guard: bool) -> &'static Runtime {
+    let mut created = false;
+    let rt = RUNTIME.get_or_init(|| {
+        created = true;
+        build_runtime(guard)
+    });
+    if created && rt.config().count_stats {
+        // SAFETY: registering a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(print_stats_at_exit) };
+    }
+    if (rt.config().geometry.guard_size != 0) != guard {
+        init_error(format_args!(
+            "stack chunks requested both with and without guard pages in one program"
+        ));
+    }
+    rt
+}
+
+/// Ends the program with `stackrt: thread N (tid T): <error>` (and the statistics, if on).
+fn fatal(chain: &ThreadChain, err: ChunkError) -> ! {
+    let mut buf = StackBuf::<384>::new();
+    let _ = if chain.id() == u32::MAX {
+        core::fmt::write(&mut buf, format_args!("stackrt: thread (tid {}): {err}\n", super::msg::gettid()))
+    } else {
+        core::fmt::write(
+            &mut buf,
+            format_args!("stackrt: thread {} (tid {}): {err}\n", chain.id(), chain.tid()),
+        )
+    };
+    buf.write_to_stderr();
+    if let Some(rt) = RUNTIME.get() {
+        if rt.config().count_stats {
+            rt.stats().snapshot().print(rt.config().geometry.chunk_size);
+        }
+    }
+    exit_fatal()
+}
+
+fn unwrap_or_fatal(chain: &ThreadChain, r: Result<NonNull<ChunkHeader>, ChunkError>) -> *mut ChunkHeader {
+    match r {
+        Ok(h) => h.as_ptr(),
+        Err(e) => fatal(chain, e),
+    }
+}
+
+fn enter(thread_stack: usize, guard: bool) -> *mut ChunkHeader {
+    let rt = runtime_init(guard);
+    EXIT_GUARD.with(|_| ());
+    CHAIN.with(|c| unwrap_or_fatal(c, c.enter(rt, thread_stack)))
+}
+
+/// Starts chunked execution on the calling thread (look-ahead mechanism: no guard pages).
+///
+/// Called by the entry/thread trampoline on the thread's native stack, with `thread_stack` =
+/// the native SP the handlers should later switch to (16-byte aligned, below everything the
+/// trampoline keeps live). Returns the first chunk's header: the trampoline sets the chunk
+/// register and SP to it and calls the C-- function.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_thread_enter(thread_stack: usize) -> *mut ChunkHeader {
+    enter(thread_stack, false)
+}
+
+/// Like [`stackrt_chunk_thread_enter`], with a one-page `PROT_NONE` guard below every chunk
+/// (the MMU mechanisms). A program uses one kind only.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_thread_enter_guarded(thread_stack: usize) -> *mut ChunkHeader {
+    enter(thread_stack, true)
+}
+
+/// Overflow: links a new chunk after `cur` (the current chunk header, i.e. the chunk
+/// register) for a checkpoint whose SP was `caller_sp` and which needs `reserve` bytes.
+/// Returns the new header; the handler sets chunk register = SP = it and resumes the caller.
+/// `caller_sp` is stored as the new header's `prev_sp`.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_overflow(
+    cur: *mut ChunkHeader,
+    caller_sp: usize,
+    reserve: usize,
+) -> *mut ChunkHeader {
+    let rt = runtime_or_fatal();
+    CHAIN.with(|c| unwrap_or_fatal(c, c.overflow(rt, cur, caller_sp, reserve)))
+}
+
+/// Underflow: unlinks `cur` (the current chunk header) and returns the previous one. The
+/// handler must load `cur->prev_sp` (and `cur->prev_header`) *before* the call: the chunk may
+/// be reused or unmapped when this returns.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_underflow(cur: *mut ChunkHeader) -> *mut ChunkHeader {
+    let rt = runtime_or_fatal();
+    CHAIN.with(|c| unwrap_or_fatal(c, c.underflow(rt, cur)))
+}
+
+/// Ends chunked execution on the calling thread: all its chunks go back to the pool (or the
+/// system). Called by the trampoline after the C-- function returned, back on the native
+/// stack. Calling it while running on a chunk, or twice, is a fatal error.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_thread_exit() {
+    let rt = runtime_or_fatal();
+    let sp = approx_sp();
+    CHAIN.with(|c| {
+        let r = if c.is_active() && c.contains(sp) { Err(ChunkError::ExitOnChunk) } else { c.exit(rt) };
+        if let Err(e) = r {
+            fatal(c, e)
+        }
+    })
+}
+
+/// The chunk size in use (bytes, header included, guard excluded); 0 before initialisation.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_size() -> usize {
+    RUNTIME.get().map_or(0, |rt| rt.config().geometry.chunk_size)
+}
+
+/// The calling thread's current chunk header, or null. Async-signal-safe (one TLS read).
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_current() -> *mut ChunkHeader {
+    CHAIN.with(|c| c.top())
+}
+
+/// An address in the caller's current stack frame (a local's), standing for its SP.
+#[inline(always)]
+fn approx_sp() -> usize {
+    let here = 0u8;
+    core::hint::black_box(ptr::addr_of!(here)) as usize
+}
+
+fn runtime_or_fatal() -> &'static Runtime {
+    match RUNTIME.get() {
+        Some(rt) => rt,
+        None => CHAIN.with(|c| fatal(c, ChunkError::NotEntered)),
+    }
+}

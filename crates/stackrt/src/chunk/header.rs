@@ -1,0 +1,170 @@
+//! The chunk header: the book-keeping words at the top of every stack chunk, and the chunk
+//! geometry. This layout is the ABI contract between the compiler's emitted sequences, the
+//! assembly handlers in `arch/`/`mech/` and the Rust chunk runtime.
+//!
+//! A chunk (one `mmap`, page-aligned) looks like this; addresses grow to the right and the
+//! stack grows to the left, from the header down towards `limit`:
+//!
+//! ```text
+//!  map_base          limit = base                                      header       base+chunk_size
+//!  |  guard page     |  usable stack  <-- grows down ...  <-- SP      |  ChunkHeader |
+//!  |  (PROT_NONE,    |                                                 |  8 words     |
+//!  |   optional)     |<------------- chunk_size - HEADER_SIZE -------->|<-HEADER_SIZE>|
+//!  |<-- guard_size ->|<------------------------- chunk_size ----------------------->|
+//! ```
+//!
+//! `chunk_size` (the compiler's `--chunk-size`, symbol [`super::CHUNK_SIZE_SYMBOL`]) counts
+//! the header but not the guard page, like the thesis's "8 pages or 32 kilobytes, excluding
+//! the space for the guard page". The chunk register (EBP on i686 as in the thesis, see the
+//! emission stage for x86-64) points at the header; a fresh chunk starts with SP = header.
+//!
+//! Word `i` of the header is at byte offset `i * P` (P = pointer size: 4 on i686, 8 on x86-64);
+//! words 0..=2 are exactly the thesis's Figure 3.4 (`[EBP]` thread stack, `[EBP+4]` previous
+//! ESP, `[EBP+8]` previous EBP).
+
+/// The header at the top of every chunk. `#[repr(C)]`, all fields pointer-sized.
+#[repr(C)]
+#[derive(Debug)]
+pub struct ChunkHeader {
+    /// Word 0. The thread's runtime stack pointer: the handlers switch SP to this value (on the
+    /// thread's native stack, below the entry trampoline's frame) before calling into Rust.
+    /// Copied from chunk to chunk; 16-byte aligned.
+    pub thread_stack: usize,
+    /// Word 1. The stack pointer to restore on underflow: the caller's SP passed to the overflow
+    /// handler. 0 in a thread's first chunk.
+    pub prev_sp: usize,
+    /// Word 2. The previous chunk's header (the chunk register value to restore on underflow);
+    /// null in a thread's first chunk.
+    pub prev_header: *mut ChunkHeader,
+    /// Word 3. Lowest usable stack address of this chunk (just above the guard page, if any).
+    /// Constant for the chunk's lifetime.
+    pub limit: usize,
+    /// Word 4. Reserved for the MMU mechanisms: the real return address of the first frame in
+    /// the chunk (thesis Figure 3.5, "PROC A RETURN ADDR"). The runtime writes 0 on overflow.
+    pub resume: usize,
+    /// Word 5. Start of the mapping (the guard page, if any). Constant; runtime-private.
+    pub map_base: usize,
+    /// Word 6. Length of the mapping in bytes (`chunk_size + guard_size`). Runtime-private.
+    pub map_len: usize,
+    /// Word 7. Free-list link while the chunk sits in a thread cache or the shared pool;
+    /// null while the chunk is in use. Runtime-private.
+    pub link: *mut ChunkHeader,
+}
+
+/// Size of [`ChunkHeader`]: 32 bytes on i686, 64 on x86-64 (a multiple of 16, so a fresh
+/// chunk's SP = header address is 16-byte aligned).
+pub const HEADER_SIZE: usize = core::mem::size_of::<ChunkHeader>();
+
+/// Byte offsets of the header words, for the assembly handlers (`[chunk_reg + OFF]`).
+pub const OFF_THREAD_STACK: usize = core::mem::offset_of!(ChunkHeader, thread_stack);
+pub const OFF_PREV_SP: usize = core::mem::offset_of!(ChunkHeader, prev_sp);
+pub const OFF_PREV_HEADER: usize = core::mem::offset_of!(ChunkHeader, prev_header);
+pub const OFF_LIMIT: usize = core::mem::offset_of!(ChunkHeader, limit);
+pub const OFF_RESUME: usize = core::mem::offset_of!(ChunkHeader, resume);
+pub const OFF_MAP_BASE: usize = core::mem::offset_of!(ChunkHeader, map_base);
+pub const OFF_MAP_LEN: usize = core::mem::offset_of!(ChunkHeader, map_len);
+pub const OFF_LINK: usize = core::mem::offset_of!(ChunkHeader, link);
+
+/// Bytes a checkpoint keeps free below its reserve: the overflow handler is *called*, which
+/// pushes a return address below SP, and the test must leave room for that push even when
+/// the reserve is exactly what is left. 16 keeps x86-64 alignment arithmetic simple.
+///
+/// The emitted test at a checkpoint with reserve `R` is: overflow iff `SP - R < limit + 16`,
+/// equivalently (thesis form, chunk register = header):
+/// `SP + (chunk_size - HEADER_SIZE - CHECK_SLACK - R) < header`.
+pub const CHECK_SLACK: usize = 16;
+
+/// Largest reserve a checkpoint may request with chunks of `chunk_size` bytes: a fresh chunk
+/// offers `chunk_size - HEADER_SIZE` bytes below SP, minus [`CHECK_SLACK`].
+/// 32 KiB chunks: 32720 on i686, 32688 on x86-64.
+pub const fn chunk_capacity(chunk_size: usize) -> usize {
+    chunk_size.saturating_sub(HEADER_SIZE + CHECK_SLACK)
+}
+
+/// Default chunk size: 8 pages of 4 KiB, the thesis's value.
+pub const DEFAULT_CHUNK_SIZE: usize = 32 * 1024;
+
+/// Shape of the chunks of one runtime (all chunks of a process have the same shape).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkGeometry {
+    /// Bytes from `limit` to the end of the chunk, header included; a multiple of the page size.
+    pub chunk_size: usize,
+    /// Bytes of `PROT_NONE` guard below `limit`: 0 (look-ahead) or a multiple of the page size
+    /// (the MMU mechanisms; as large as the largest probe distance, see runtime-facts.md).
+    pub guard_size: usize,
+}
+
+/// Why a geometry is unusable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GeometryError {
+    /// The chunk size is not a positive multiple of the page size.
+    ChunkSizeNotPages { chunk_size: usize, page_size: usize },
+    /// The guard size is not a multiple of the page size.
+    GuardNotPages { guard_size: usize, page_size: usize },
+    /// The chunk is too small to hold the header and any reserve.
+    ChunkTooSmall { chunk_size: usize },
+}
+
+impl core::fmt::Display for GeometryError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            GeometryError::ChunkSizeNotPages { chunk_size, page_size } => write!(
+                f,
+                "chunk size {chunk_size} is not a positive multiple of the page size {page_size}"
+            ),
+            GeometryError::GuardNotPages { guard_size, page_size } => {
+                write!(f, "guard size {guard_size} is not a multiple of the page size {page_size}")
+            }
+            GeometryError::ChunkTooSmall { chunk_size } => {
+                write!(f, "chunk size {chunk_size} leaves no room below the chunk header")
+            }
+        }
+    }
+}
+
+impl ChunkGeometry {
+    /// Checks the geometry against the system page size.
+    pub fn new(chunk_size: usize, guard_size: usize) -> Result<Self, GeometryError> {
+        let page_size = page_size();
+        if chunk_size == 0 || chunk_size % page_size != 0 {
+            return Err(GeometryError::ChunkSizeNotPages { chunk_size, page_size });
+        }
+        if guard_size % page_size != 0 {
+            return Err(GeometryError::GuardNotPages { guard_size, page_size });
+        }
+        if chunk_capacity(chunk_size) == 0 {
+            return Err(GeometryError::ChunkTooSmall { chunk_size });
+        }
+        Ok(ChunkGeometry { chunk_size, guard_size })
+    }
+
+    /// Largest reserve a checkpoint may request ([`chunk_capacity`]).
+    pub const fn capacity(&self) -> usize {
+        chunk_capacity(self.chunk_size)
+    }
+
+    /// Bytes of one mapping.
+    pub const fn map_len(&self) -> usize {
+        self.chunk_size + self.guard_size
+    }
+
+    /// Kernel mappings (VMAs) one chunk may cost: the guard page splits the mapping in two.
+    pub const fn mappings_per_chunk(&self) -> usize {
+        if self.guard_size == 0 {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}

@@ -1,0 +1,54 @@
+//! Linked stack chunks: the mechanism-independent runtime shared by the look-ahead mechanism
+//! (thesis 3.4.3, Capriccio-style checkpoints) and the MMU mechanisms (3.4.4, guard page and
+//! `SIGSEGV`).
+//!
+//! # ABI contract with the compiler and the assembly handlers
+//!
+//! * **Chunk size**: the program defines the 32-bit data symbol [`CHUNK_SIZE_SYMBOL`]
+//!   (`__cmm_chunk_size`, the `--chunk-size` value in bytes: a multiple of 4096, header
+//!   included, guard page excluded). The runtime references it weakly; without it the size is
+//!   [`DEFAULT_CHUNK_SIZE`] (32 KiB).
+//! * **Chunk header**: [`ChunkHeader`], at the top of each chunk, word `i` at offset `i * P`:
+//!   0 `thread_stack`, 1 `prev_sp`, 2 `prev_header`, 3 `limit`, 4 `resume` (MMU),
+//!   5..7 runtime-private. [`HEADER_SIZE`] = 8 words. The chunk register points at it.
+//! * **Checkpoint test** for reserve `R`: overflow iff `SP - R < limit + CHECK_SLACK`, i.e.
+//!   `SP + (chunk_size - HEADER_SIZE - CHECK_SLACK - R) < chunk_reg`; `R <= chunk_capacity`.
+//! * **Entry points** (`extern "C"`, called on the thread's native stack, i.e. after the
+//!   handler switched SP to `[chunk_reg + OFF_THREAD_STACK]` and aligned it to 16):
+//!   - `ChunkHeader *stackrt_chunk_thread_enter(uintptr_t thread_stack)` — first chunk;
+//!   - `ChunkHeader *stackrt_chunk_overflow(ChunkHeader *cur, uintptr_t caller_sp,
+//!     uintptr_t reserve)` — new chunk, `prev_sp = caller_sp`, `prev_header = cur`;
+//!   - `ChunkHeader *stackrt_chunk_underflow(ChunkHeader *cur)` — returns `cur->prev_header`;
+//!     load `cur->prev_sp` before the call;
+//!   - `void stackrt_chunk_thread_exit(void)` — after the C-- function returned, off-chunk;
+//!   - `stackrt_chunk_thread_enter_guarded`, `stackrt_chunk_current`, `stackrt_chunk_size`.
+//!
+//!   They never return on error: they print one line naming the thread and `_exit` with
+//!   [`FATAL_EXIT_STATUS`].
+//!
+//! # Environment
+//! `STACKRT_STACK_LIMIT` (bytes, suffix K/M/G allowed; default [`DEFAULT_STACK_LIMIT`]) limits
+//! each thread's chunk bytes; `STACKRT_STATS=1` prints [`crate::stats`] at exit.
+
+pub mod chain;
+pub mod global;
+pub mod header;
+pub mod mapping;
+pub mod msg;
+pub mod pool;
+
+pub use chain::{ChunkError, Runtime, RuntimeConfig, ThreadChain};
+pub use global::{
+    parse_bytes, program_chunk_size, runtime, stackrt_chunk_current, stackrt_chunk_overflow,
+    stackrt_chunk_size, stackrt_chunk_thread_enter, stackrt_chunk_thread_enter_guarded,
+    stackrt_chunk_thread_exit, stackrt_chunk_underflow, DEFAULT_STACK_LIMIT,
+};
+pub use header::{
+    chunk_capacity, ChunkGeometry, ChunkHeader, CHECK_SLACK, DEFAULT_CHUNK_SIZE, HEADER_SIZE,
+};
+pub use mapping::{ChunkMapping, MapError};
+pub use msg::FATAL_EXIT_STATUS;
+
+/// Name of the data symbol holding the program's chunk size (a `u32`, bytes). Mirrored in
+/// `crate::abi` for the compiler side.
+pub const CHUNK_SIZE_SYMBOL: &str = "__cmm_chunk_size";
