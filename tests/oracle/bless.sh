@@ -64,26 +64,22 @@ for w in "${widths[@]}"; do
     fi
 done
 
+gcc -O1 -w "$here/runwait.c" -o "$work/runwait"
+
 # run_prog BINARY ARGS... : prints the expected-file text of one run.
 run_prog() {
-    local rc
-    set +e
-    (cd "$work" && timeout 30 "$@" < /dev/null > "$work/stdout")
-    rc=$?
-    set -e
-    if [ "$rc" -eq 124 ]; then
-        echo "bless.sh: $1 timed out" >&2
-        return 1
-    fi
-    if [ "$rc" -gt 128 ]; then
-        echo "bless.sh: $1 killed by signal $((rc - 128))" >&2
-        return 1
-    fi
+    local status
+    (cd "$work" && "$work/runwait" 30 "$work/status" "$@" < /dev/null > "$work/stdout")
+    read -r status < "$work/status"
+    case "$status" in
+        exit\ *) ;;
+        *) echo "bless.sh: $1 $*: $status" >&2; return 1 ;;
+    esac
     cat "$work/stdout"
     if [ -s "$work/stdout" ] && [ "$(tail -c 1 "$work/stdout" | od -An -c | tr -d ' ')" != '\n' ]; then
         echo
     fi
-    echo "exit: $rc"
+    echo "exit: ${status#exit }"
 }
 
 failed=0
