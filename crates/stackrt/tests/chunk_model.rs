@@ -1,0 +1,348 @@
+//! Model-based property test of the chunk chain, the per-thread caches and the shared pool:
+//! random sequences of thread start, overflow, underflow and thread exit (threads simulated as
+//! separate chains in one process) run against a plain-`Vec` model that predicts every chunk's
+//! identity, every list's content, every error and every statistic.
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+use stackrt::chunk::{
+    ChunkError, ChunkGeometry, ChunkHeader, Runtime, RuntimeConfig, ThreadChain, HEADER_SIZE,
+};
+use stackrt::stats::StatsSnapshot;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Start,
+    Exit(usize),
+    /// Overflow on thread `t`, caller SP at `frac`/65535 of the way from limit to header.
+    Overflow { t: usize, frac: u16, reserve: usize },
+    Underflow(usize),
+    /// Overflow given a header that is not the thread's current chunk.
+    WrongHeader(usize),
+    /// Overflow with a caller SP below the chunk's limit.
+    WildSp(usize),
+}
+
+fn op_strategy(capacity: usize) -> impl Strategy<Value = Op> {
+    prop_oneof![
+        2 => Just(Op::Start),
+        1 => any::<usize>().prop_map(Op::Exit),
+        6 => (any::<usize>(), any::<u16>(), 0..=capacity + 64)
+            .prop_map(|(t, frac, reserve)| Op::Overflow { t, frac, reserve }),
+        6 => any::<usize>().prop_map(Op::Underflow),
+        1 => any::<usize>().prop_map(Op::WrongHeader),
+        1 => any::<usize>().prop_map(Op::WildSp),
+    ]
+}
+
+/// What the model knows about one simulated thread.
+#[derive(Default)]
+struct MThread {
+    /// Chain headers, first chunk first.
+    chain: Vec<usize>,
+    /// Caller SPs of the overflows that linked chain[1..].
+    sps: Vec<usize>,
+    /// Cache, top of stack last.
+    cache: Vec<usize>,
+}
+
+struct Model {
+    cfg: RuntimeConfig,
+    pool: Vec<usize>,
+    /// Every chunk currently mapped (in chains, caches or the pool).
+    live: HashSet<usize>,
+    st: StatsSnapshot,
+}
+
+impl Model {
+    fn limit_of(&self, h: usize) -> usize {
+        h + HEADER_SIZE - self.cfg.geometry.chunk_size
+    }
+
+    /// Predicts acquire(): Ok(Some(h)) = reuse of h, Ok(None) = a new mapping, Err = MapLimit.
+    fn acquire(&mut self, t: &mut MThread) -> Result<Option<usize>, ChunkError> {
+        if let Some(h) = t.cache.pop() {
+            self.st.chunks_reused += 1;
+            return Ok(Some(h));
+        }
+        if let Some(h) = self.pool.pop() {
+            self.st.chunks_reused += 1;
+            return Ok(Some(h));
+        }
+        let per = self.cfg.geometry.mappings_per_chunk();
+        if (self.live.len() + 1) * per > self.cfg.max_mappings {
+            return Err(ChunkError::MapLimit {
+                mappings: self.live.len() * per,
+                max: self.cfg.max_mappings,
+            });
+        }
+        self.st.chunks_mapped += 1;
+        Ok(None)
+    }
+
+    fn give_back(&mut self, h: usize) {
+        if self.pool.len() < self.cfg.pool_high_water {
+            self.pool.push(h);
+        } else {
+            assert!(self.live.remove(&h));
+            self.st.chunks_unmapped += 1;
+        }
+    }
+
+    fn link(&mut self) {
+        self.st.chunks_in_use += 1;
+        self.st.peak_chunks_in_use = self.st.peak_chunks_in_use.max(self.st.chunks_in_use);
+    }
+
+    fn stack_limit_err(&self, t: &MThread) -> Option<ChunkError> {
+        let cs = self.cfg.geometry.chunk_size;
+        let in_use = t.chain.len() * cs;
+        (in_use + cs > self.cfg.stack_limit).then_some(ChunkError::StackLimit {
+            in_use,
+            chunk_size: cs,
+            limit: self.cfg.stack_limit,
+        })
+    }
+}
+
+/// Resolves a newly acquired chunk against the model's prediction.
+fn settle(model: &mut Model, predicted: Option<usize>, got: usize) {
+    match predicted {
+        Some(h) => assert_eq!(got, h, "reused chunk is not the predicted LIFO one"),
+        None => assert!(model.live.insert(got), "fresh mapping {got:#x} is already live"),
+    }
+}
+
+/// Writes an ownership marker into the lowest word of a chunk's usable stack.
+fn mark(model: &Model, h: usize, owner: usize) {
+    let p = model.limit_of(h) as *mut usize;
+    // SAFETY: the chunk is linked into a chain, so its usable area is mapped and writable and
+    // used by nobody else.
+    unsafe { p.write(owner) };
+}
+
+fn check(rt: &Runtime, threads: &[(ThreadChain, MThread, usize)], model: &Model) {
+    let mut seen = HashSet::new();
+    for (chain, m, owner) in threads {
+        let mut expect_chain: Vec<usize> = m.chain.clone();
+        expect_chain.reverse();
+        assert_eq!(chain.chain_headers(), expect_chain, "chain of thread {owner}");
+        let mut expect_cache = m.cache.clone();
+        expect_cache.reverse();
+        assert_eq!(chain.cache_headers(), expect_cache, "cache of thread {owner}");
+        assert!(chain.cache_len() <= model.cfg.cache_max);
+        assert_eq!(chain.depth(), m.chain.len());
+        for (i, &h) in m.chain.iter().enumerate() {
+            let hd = h as *const ChunkHeader;
+            // SAFETY: linked chunks are mapped.
+            let (limit, prev, prev_sp) = unsafe { ((*hd).limit, (*hd).prev_header, (*hd).prev_sp) };
+            assert_eq!(limit, model.limit_of(h));
+            if i == 0 {
+                assert!(prev.is_null());
+                assert_eq!(prev_sp, 0);
+            } else {
+                assert_eq!(prev as usize, m.chain[i - 1]);
+                assert_eq!(prev_sp, m.sps[i - 1]);
+            }
+            // SAFETY: linked chunks are mapped; the marker was written when linked.
+            let marker = unsafe { (model.limit_of(h) as *const usize).read() };
+            assert_eq!(marker, *owner, "chunk {h:#x} was overwritten: used twice");
+        }
+        for &h in m.chain.iter().chain(&m.cache) {
+            assert!(seen.insert(h), "chunk {h:#x} is in two places");
+        }
+    }
+    let mut expect_pool = model.pool.clone();
+    expect_pool.reverse();
+    assert_eq!(rt.pool_headers(), expect_pool, "pool");
+    assert!(rt.pool_len() <= model.cfg.pool_high_water);
+    for &h in &model.pool {
+        assert!(seen.insert(h), "pooled chunk {h:#x} is also elsewhere");
+    }
+    // No chunk lost: everything mapped is in exactly one chain, cache or the pool.
+    assert_eq!(seen, model.live, "mapped chunks vs chains+caches+pool");
+    assert_eq!(rt.live_chunks(), model.live.len());
+    let st = rt.stats().snapshot();
+    assert_eq!(st, model.st, "statistics");
+    assert_eq!(st.chunks_mapped - st.chunks_unmapped, model.live.len() as u64);
+    assert_eq!(st.chunks_mapped + st.chunks_reused, st.overflows + st.thread_enters);
+}
+
+fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
+    let page = stackrt::chunk::header::page_size();
+    let geometry = ChunkGeometry::new(2 * page, if guard { page } else { 0 }).unwrap();
+    let mut cfg = RuntimeConfig::new(geometry, 5 * geometry.chunk_size, 0);
+    cfg.cache_max = cache_max;
+    cfg.pool_high_water = pool_hw;
+    cfg.max_mappings = 14 * geometry.mappings_per_chunk();
+    let rt = Runtime::new(cfg);
+    let mut model =
+        Model { cfg, pool: Vec::new(), live: HashSet::new(), st: StatsSnapshot::default() };
+    let capacity = geometry.capacity();
+    let mut threads: Vec<(ThreadChain, MThread, usize)> = Vec::new();
+    let mut next_owner = 1usize;
+
+    for op in ops {
+        match op {
+            Op::Start => {
+                let chain = ThreadChain::new();
+                let mut m = MThread::default();
+                let pred = model.acquire(&mut m);
+                let got = chain.enter(&rt, 0x1000);
+                match pred {
+                    Err(e) => assert_eq!(got.unwrap_err(), e),
+                    Ok(p) => {
+                        let h = got.unwrap().as_ptr() as usize;
+                        settle(&mut model, p, h);
+                        model.st.thread_enters += 1;
+                        model.link();
+                        m.chain.push(h);
+                        mark(&model, h, next_owner);
+                        threads.push((chain, m, next_owner));
+                        next_owner += 1;
+                    }
+                }
+            }
+            Op::Exit(i) if !threads.is_empty() => {
+                let (chain, mut m, _) = threads.swap_remove(i % threads.len());
+                chain.exit(&rt).unwrap();
+                while let Some(h) = m.cache.pop() {
+                    model.give_back(h);
+                }
+                model.st.chunks_in_use -= m.chain.len() as u64;
+                while let Some(h) = m.chain.pop() {
+                    model.give_back(h);
+                }
+                model.st.thread_exits += 1;
+                assert_eq!(chain.exit(&rt), Err(ChunkError::NotEntered));
+                assert!(chain.top().is_null());
+            }
+            Op::Overflow { t, frac, reserve } if !threads.is_empty() => {
+                let n = threads.len();
+                let (chain, m, owner) = &mut threads[t % n];
+                let top = *m.chain.last().unwrap();
+                let limit = model.limit_of(top);
+                let sp = limit + (top - limit) * frac as usize / 65535;
+                let got = chain.overflow(&rt, top as *mut ChunkHeader, sp, reserve);
+                if reserve > capacity {
+                    assert_eq!(got.unwrap_err(), ChunkError::ReserveTooLarge { reserve, capacity });
+                } else if let Some(e) = model.stack_limit_err(m) {
+                    assert_eq!(got.unwrap_err(), e);
+                } else {
+                    match model.acquire(m) {
+                        Err(e) => assert_eq!(got.unwrap_err(), e),
+                        Ok(p) => {
+                            let h = got.unwrap().as_ptr() as usize;
+                            settle(&mut model, p, h);
+                            model.st.overflows += 1;
+                            model.link();
+                            let waste = (sp - limit) as u64;
+                            model.st.wasted_bytes_total += waste;
+                            model.st.wasted_bytes_max = model.st.wasted_bytes_max.max(waste);
+                            m.sps.push(sp);
+                            m.chain.push(h);
+                            let below: usize =
+                                m.chain.windows(2).zip(&m.sps).map(|(w, &s)| w[0] - s).sum();
+                            model.st.peak_stack_bytes =
+                                model.st.peak_stack_bytes.max((below + reserve) as u64);
+                            mark(&model, h, *owner);
+                        }
+                    }
+                }
+            }
+            Op::Underflow(t) if !threads.is_empty() => {
+                let n = threads.len();
+                let (chain, m, _) = &mut threads[t % n];
+                let top = *m.chain.last().unwrap();
+                let got = chain.underflow(&rt, top as *mut ChunkHeader);
+                if m.chain.len() == 1 {
+                    assert_eq!(got.unwrap_err(), ChunkError::UnderflowFirstChunk);
+                } else {
+                    m.chain.pop();
+                    m.sps.pop();
+                    assert_eq!(got.unwrap().as_ptr() as usize, *m.chain.last().unwrap());
+                    if m.cache.len() < model.cfg.cache_max {
+                        m.cache.push(top);
+                    } else {
+                        model.give_back(top);
+                    }
+                    model.st.underflows += 1;
+                    model.st.chunks_in_use -= 1;
+                }
+            }
+            Op::WrongHeader(t) if !threads.is_empty() => {
+                let n = threads.len();
+                let (chain, m, _) = &threads[t % n];
+                let top = *m.chain.last().unwrap();
+                let wrong = top ^ 0x40;
+                let got = chain.overflow(&rt, wrong as *mut ChunkHeader, top, 0);
+                assert_eq!(got.unwrap_err(), ChunkError::ChainMismatch { expected: top, got: wrong });
+                let got = chain.underflow(&rt, wrong as *mut ChunkHeader);
+                assert_eq!(got.unwrap_err(), ChunkError::ChainMismatch { expected: top, got: wrong });
+            }
+            Op::WildSp(t) if !threads.is_empty() => {
+                let n = threads.len();
+                let (chain, m, _) = &threads[t % n];
+                let top = *m.chain.last().unwrap();
+                let limit = model.limit_of(top);
+                let got = chain.overflow(&rt, top as *mut ChunkHeader, limit - 8, 0);
+                assert_eq!(
+                    got.unwrap_err(),
+                    ChunkError::BadStackPointer { sp: limit - 8, limit, header: top }
+                );
+                let got = chain.overflow(&rt, top as *mut ChunkHeader, top + 8, 0);
+                assert_eq!(
+                    got.unwrap_err(),
+                    ChunkError::BadStackPointer { sp: top + 8, limit, header: top }
+                );
+            }
+            _ => {}
+        }
+        check(&rt, &threads, &model);
+    }
+    // Every thread ends; then only the pool holds chunks.
+    for (chain, _, _) in &threads {
+        chain.exit(&rt).unwrap();
+    }
+    assert_eq!(rt.live_chunks(), rt.pool_len());
+    assert_eq!(rt.stats().snapshot().chunks_in_use, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn chain_cache_and_pool_follow_the_model(
+        ops in prop::collection::vec(op_strategy(8192 - 128), 1..160),
+        guard in any::<bool>(),
+        cache_max in 0usize..4,
+        pool_hw in 0usize..5,
+    ) {
+        run(ops, guard, cache_max, pool_hw);
+    }
+}
+
+/// The hot split: overflow/underflow pairs at one boundary reuse one cached chunk and map
+/// nothing after the first.
+#[test]
+fn hot_split_maps_once() {
+    let page = stackrt::chunk::header::page_size();
+    let geometry = ChunkGeometry::new(8 * page, 0).unwrap();
+    let rt = Runtime::new(RuntimeConfig::new(geometry, 1 << 20, 1000));
+    let chain = ThreadChain::new();
+    let first = chain.enter(&rt, 0x1000).unwrap();
+    let sp = first.as_ptr() as usize - 100;
+    let mut seen = HashSet::new();
+    for _ in 0..10_000 {
+        let h = chain.overflow(&rt, first.as_ptr(), sp, 1000).unwrap();
+        seen.insert(h.as_ptr() as usize);
+        assert_eq!(chain.underflow(&rt, h.as_ptr()).unwrap(), first);
+    }
+    let st = rt.stats().snapshot();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(st.chunks_mapped, 2);
+    assert_eq!(st.chunks_reused, 9_999);
+    assert_eq!((st.overflows, st.underflows), (10_000, 10_000));
+    chain.exit(&rt).unwrap();
+}
