@@ -1,0 +1,79 @@
+//! The ABI shared by the compiler and the runtime: `__cmm_abi` values and symbol names.
+//!
+//! Every object the compiler emits defines the 32-bit data symbol [`ABI_SYMBOL`]. Its value
+//! names the calling convention of the object's C-- functions, so the runtime knows how to
+//! enter `cmm_main` and thread entry functions (see `start.rs`). An object whose value the
+//! runtime does not know makes the program stop before `cmm_main` runs, with one line on stderr
+//! and exit status [`UNKNOWN_ABI_EXIT_STATUS`].
+//!
+//! New mechanisms add their id here together with their entry trampolines.
+
+/// Name of the `u32` data symbol naming an object's calling convention.
+pub const ABI_SYMBOL: &str = "__cmm_abi";
+
+/// `__cmm_abi` value of the native back end (Cranelift): C-- functions follow the System V
+/// ABI of the target, so `cmm_main(argc, argv)` and a thread entry `void *f(void *)` are
+/// called directly (a thread entry is then a valid `pthread_create` start routine).
+pub const ABI_NATIVE_SYSV: u32 = 0;
+
+/// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
+pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
+
+/// Symbol of the program's `main` function: C-- `main` becomes `cmm_main`; the runtime defines
+/// the C `main` that calls it.
+pub const MAIN_SYMBOL: &str = "cmm_main";
+
+/// Prefix of the symbol of every C-- function (`f` is `cmm_f`), so C-- names never interpose on
+/// the C library.
+pub const FUNCTION_PREFIX: &str = "cmm_";
+
+/// Prefix of the symbol of every C-- global variable (`g` is `cmmg_g`).
+pub const GLOBAL_PREFIX: &str = "cmmg_";
+
+/// Name of the `u32` data symbol holding the chunk size of chunked mechanisms (bytes). Mirrors
+/// `crate::chunk::CHUNK_SIZE_SYMBOL`.
+pub const CHUNK_SIZE_SYMBOL: &str = "__cmm_chunk_size";
+
+/// The thread library's C entry points, called from C-- through `extern` declarations:
+///
+/// ```c
+/// extern int sthread_create(void *arg, int fp, int fpStackSize); /* handle >= 1 */
+/// extern int sthread_join(int handle, void **retval);            /* 0 or an errno value */
+/// extern void sthread_exit(void *val);
+/// extern void *sthread_mutex_create();
+/// extern void sthread_mutex_destroy(void *m);
+/// extern void sthread_mutex_lock(void *m);
+/// extern void sthread_mutex_unlock(void *m);
+/// ```
+///
+/// Handles are small integers: the lowest free handle, starting at 1; a handle becomes free
+/// when it is joined. The gcc oracle (`tests/oracle/sthread.c`) follows the same policy so
+/// programs printing handles have one expected output.
+pub const THREAD_LIBRARY: [&str; 7] = [
+    "sthread_create",
+    "sthread_join",
+    "sthread_exit",
+    "sthread_mutex_create",
+    "sthread_mutex_destroy",
+    "sthread_mutex_lock",
+    "sthread_mutex_unlock",
+];
+
+/// Exit status of a program whose thread library call failed (e.g. `pthread_create` ran out of
+/// address space); the reason is printed on one line on stderr.
+pub const THREAD_FAILURE_EXIT_STATUS: i32 = 1;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_symbol_matches_chunk_runtime() {
+        assert_eq!(CHUNK_SIZE_SYMBOL, crate::chunk::CHUNK_SIZE_SYMBOL);
+    }
+
+    #[test]
+    fn main_symbol_uses_function_prefix() {
+        assert_eq!(MAIN_SYMBOL, format!("{FUNCTION_PREFIX}main"));
+    }
+}

@@ -1,0 +1,94 @@
+//! Program start: the C `main` that enters the C-- program's `cmm_main`, and the choice of how
+//! C-- functions are entered (from `main` and as thread entries) by the object's `__cmm_abi`.
+//!
+//! `main` returns `cmm_main`'s result to the C library's start code, which passes it to
+//! `exit`: stdio buffers (C-- programs print with `printf`) are flushed there.
+//!
+//! Not compiled into unit tests: the test harness has its own `main` and no C-- program.
+
+use core::ffi::{c_int, c_void};
+
+use crate::abi::{ABI_NATIVE_SYSV, UNKNOWN_ABI_EXIT_STATUS};
+
+/// A `pthread_create` start routine.
+pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
+
+#[cfg(not(test))]
+extern "C" {
+    /// Defined by every compiled C-- object: its calling convention (see `crate::abi`).
+    static __cmm_abi: u32;
+    /// The C-- program's `main`.
+    fn cmm_main(argc: c_int, argv: *mut *mut core::ffi::c_char) -> c_int;
+}
+
+/// The calling convention of the linked C-- program.
+#[cfg(not(test))]
+pub fn program_abi() -> u32 {
+    // SAFETY: `__cmm_abi` is a 32-bit constant defined by the compiled object and never
+    // written; reading it by value is a plain load.
+    unsafe { core::ptr::read_volatile(&raw const __cmm_abi) }
+}
+
+/// Unit tests link no C-- object: they see the native convention.
+#[cfg(test)]
+pub fn program_abi() -> u32 {
+    ABI_NATIVE_SYSV
+}
+
+/// Stops the program with one line on stderr when `abi` is not a convention this runtime knows.
+pub fn check_abi(abi: u32) {
+    if abi != ABI_NATIVE_SYSV {
+        crate::threads::fail(
+            &format!(
+                "cmm runtime: the program's __cmm_abi is {abi}, which this runtime does not know \
+                 (object and runtime from different compiler versions?)"
+            ),
+            UNKNOWN_ABI_EXIT_STATUS,
+        );
+    }
+}
+
+/// The C entry point of every C-- program, reached through the weak `main` below.
+///
+/// # Safety
+/// Called only by the C library's start code, with its `argc` and `argv`.
+#[cfg(not(test))]
+#[no_mangle]
+pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_char) -> c_int {
+    check_abi(program_abi());
+    // SAFETY: the ABI is the native System V one, so `cmm_main` is an ordinary C function of
+    // this signature; argc/argv come from the C library's start code unchanged.
+    unsafe { cmm_main(argc, argv) }
+}
+
+// `main` is a weak symbol so that Rust test executables linking this crate as an rlib keep
+// their own `main`; in a C-- program it is the only `main`.
+// Register contract: none of its own; a tail jump, so `stackrt_main` sees the C library's
+// arguments (argc, argv) exactly as `main` received them (registers on x86-64, stack on i686).
+#[cfg(all(not(test), any(target_arch = "x86_64", target_arch = "x86")))]
+core::arch::global_asm!(
+    ".text",
+    ".weak main",
+    ".type main, @function",
+    "main:",
+    "jmp {start}",
+    ".size main, . - main",
+    start = sym stackrt_main,
+    options(att_syntax),
+);
+
+/// How to start a thread running the C-- function at address `fp` (a C-- function value: an
+/// `int`, zero-extended to a pointer; `-no-pie` keeps code below 2 GiB) with argument `arg`:
+/// the `pthread_create` start routine and its argument.
+///
+/// # Safety
+/// `fp` must be the address of a C-- function `void *f(void *)` of the linked program.
+pub unsafe fn thread_start(fp: c_int, arg: *mut c_void) -> (StartRoutine, *mut c_void) {
+    let abi = program_abi();
+    check_abi(abi);
+    let addr = fp as u32 as usize;
+    // SAFETY: under the native System V convention a C-- function `void *f(void *)` is an
+    // `extern "C" fn(*mut c_void) -> *mut c_void`; the caller guarantees `addr` is one.
+    let routine = unsafe { core::mem::transmute::<usize, StartRoutine>(addr) };
+    (routine, arg)
+}

@@ -1,0 +1,510 @@
+//! The `sthread_*` thread library called by C-- programs (thesis appendix A.1), on pthreads.
+//!
+//! A thread is named by a small integer handle, not by its `pthread_t` (which does not fit a
+//! C-- `int` on x86-64): the lowest free handle, starting at 1, from a growable table behind a
+//! mutex. A handle is freed only when the thread is joined, so it never names two live threads.
+//!
+//! Failures the program cannot handle (`pthread_create` failing, e.g. with `EAGAIN` when the
+//! address space is full) print one line on stderr and exit with status 1 through `exit`, so
+//! output printed so far is flushed.
+
+use core::ffi::{c_int, c_void};
+use std::sync::Mutex;
+
+use crate::abi::THREAD_FAILURE_EXIT_STATUS;
+
+/// State of one handle.
+#[derive(Clone, Copy, Debug)]
+enum Slot<T> {
+    Free,
+    /// A created thread that nobody is joining yet.
+    Running(T),
+    /// A thread some `sthread_join` is waiting for; the handle is not free yet.
+    Joining,
+}
+
+/// Why a join request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinError {
+    /// No thread has this handle (never created, or already joined).
+    Unknown,
+    /// Another `sthread_join` is already waiting for this thread.
+    AlreadyJoining,
+}
+
+impl JoinError {
+    /// The errno value `sthread_join` returns for this error.
+    pub fn errno(self) -> c_int {
+        match self {
+            JoinError::Unknown => libc::ESRCH,
+            JoinError::AlreadyJoining => libc::EINVAL,
+        }
+    }
+}
+
+/// Handles for threads: each handle is an index + 1 into a vector of slots.
+#[derive(Debug)]
+pub struct HandleTable<T> {
+    slots: Vec<Slot<T>>,
+}
+
+impl<T: Copy> HandleTable<T> {
+    pub const fn new() -> Self {
+        HandleTable { slots: Vec::new() }
+    }
+
+    /// The handle the next [`HandleTable::insert`] will return: the lowest free one.
+    pub fn next_handle(&self) -> c_int {
+        let idx = self
+            .slots
+            .iter()
+            .position(|s| matches!(s, Slot::Free))
+            .unwrap_or(self.slots.len());
+        idx as c_int + 1
+    }
+
+    /// Stores a running thread under the lowest free handle and returns the handle.
+    pub fn insert(&mut self, value: T) -> c_int {
+        let handle = self.next_handle();
+        let idx = (handle - 1) as usize;
+        if idx == self.slots.len() {
+            self.slots.push(Slot::Running(value));
+        } else {
+            self.slots[idx] = Slot::Running(value);
+        }
+        handle
+    }
+
+    /// Starts joining `handle`: returns its thread and marks the handle as being joined.
+    pub fn begin_join(&mut self, handle: c_int) -> Result<T, JoinError> {
+        let slot = usize::try_from(handle)
+            .ok()
+            .and_then(|h| h.checked_sub(1))
+            .and_then(|idx| self.slots.get_mut(idx))
+            .ok_or(JoinError::Unknown)?;
+        match *slot {
+            Slot::Running(value) => {
+                *slot = Slot::Joining;
+                Ok(value)
+            }
+            Slot::Joining => Err(JoinError::AlreadyJoining),
+            Slot::Free => Err(JoinError::Unknown),
+        }
+    }
+
+    /// Ends a join started by [`HandleTable::begin_join`]: frees the handle when the join
+    /// succeeded, otherwise puts the thread back.
+    pub fn end_join(&mut self, handle: c_int, value: T, joined: bool) {
+        let idx = (handle - 1) as usize;
+        debug_assert!(matches!(self.slots[idx], Slot::Joining));
+        self.slots[idx] = if joined {
+            Slot::Free
+        } else {
+            Slot::Running(value)
+        };
+    }
+
+    /// Number of handles in use (running or being joined).
+    pub fn live(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| !matches!(s, Slot::Free))
+            .count()
+    }
+}
+
+impl<T: Copy> Default for HandleTable<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// `pthread_t` is an integer on linux-gnu; the table stores it by value.
+static THREADS: Mutex<HandleTable<libc::pthread_t>> = Mutex::new(HandleTable::new());
+
+fn table() -> std::sync::MutexGuard<'static, HandleTable<libc::pthread_t>> {
+    // A panic while holding the lock aborts (panic = "abort"), so poisoning cannot be observed
+    // in a program; tests recover the guard.
+    THREADS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Writes `msg` and a newline to stderr and exits with `status` through the C library's
+/// `exit` (flushing stdout).
+pub fn fail(msg: &str, status: c_int) -> ! {
+    let mut line = Vec::with_capacity(msg.len() + 1);
+    line.extend_from_slice(msg.as_bytes());
+    line.push(b'\n');
+    let mut rest: &[u8] = &line;
+    while !rest.is_empty() {
+        // SAFETY: writes bytes of a live slice to fd 2.
+        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            break;
+        }
+        rest = &rest[n as usize..];
+    }
+    // SAFETY: `exit` runs the atexit handlers and flushes stdio; it does not return.
+    unsafe { libc::exit(status) }
+}
+
+/// The C library's text for an errno value.
+pub fn errno_text(err: c_int) -> String {
+    let mut buf = [0 as libc::c_char; 128];
+    // SAFETY: `buf` is writable for its length; the XSI `strerror_r` NUL-terminates on success.
+    let rc = unsafe { libc::strerror_r(err, buf.as_mut_ptr(), buf.len()) };
+    if rc != 0 {
+        return format!("error {err}");
+    }
+    // SAFETY: strerror_r succeeded, so `buf` holds a NUL-terminated string.
+    unsafe { core::ffi::CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The stack size to ask pthreads for when a C-- program asks for `requested` bytes (> 0):
+/// rounded up to whole pages, and at least the system's minimum thread stack.
+pub fn thread_stack_size(requested: c_int, page: usize, min: usize) -> usize {
+    let requested = requested.max(0) as usize;
+    let rounded = requested.div_ceil(page) * page;
+    rounded.max(min)
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 {
+        page as usize
+    } else {
+        4096
+    }
+}
+
+fn min_thread_stack() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let min = unsafe { libc::sysconf(libc::_SC_THREAD_STACK_MIN) };
+    if min > 0 {
+        min as usize
+    } else {
+        libc::PTHREAD_STACK_MIN
+    }
+}
+
+/// Creates a thread running the C-- function `fp` (`void *f(void *)`, as an `int`) with `arg`,
+/// with a stack of `fpStackSize` bytes (see [`thread_stack_size`]) or the default size when
+/// `fpStackSize <= 0`. Returns the thread's handle (>= 1).
+///
+/// # Safety
+/// `fp` must be the address of a C-- function `void *f(void *)` of the linked program.
+#[no_mangle]
+#[allow(non_snake_case)]
+pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize: c_int) -> c_int {
+    if fp == 0 {
+        fail(
+            "sthread_create: the thread entry function is 0",
+            THREAD_FAILURE_EXIT_STATUS,
+        );
+    }
+    // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
+    let (routine, routine_arg) = unsafe { crate::start::thread_start(fp, arg) };
+
+    let mut attr = core::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    // SAFETY: pthread_attr_init initializes the attribute object it is given.
+    let rc = unsafe { libc::pthread_attr_init(attr.as_mut_ptr()) };
+    if rc != 0 {
+        fail(
+            &format!("sthread_create: pthread_attr_init: {}", errno_text(rc)),
+            1,
+        );
+    }
+    if fpStackSize > 0 {
+        let size = thread_stack_size(fpStackSize, page_size(), min_thread_stack());
+        // SAFETY: `attr` was initialized above.
+        let rc = unsafe { libc::pthread_attr_setstacksize(attr.as_mut_ptr(), size) };
+        if rc != 0 {
+            fail(
+                &format!(
+                    "sthread_create: cannot use a stack of {size} bytes: {}",
+                    errno_text(rc)
+                ),
+                THREAD_FAILURE_EXIT_STATUS,
+            );
+        }
+    }
+
+    // The lock is held across pthread_create so the handle is recorded before anyone (the new
+    // thread included) can join it; the new thread only takes the lock in its own sthread_* calls.
+    let mut threads = table();
+    let handle = threads.next_handle();
+    let mut tid: libc::pthread_t = 0;
+    // SAFETY: `attr` is initialized; `routine` is a valid start routine for `routine_arg`.
+    let rc = unsafe { libc::pthread_create(&mut tid, attr.as_ptr(), routine, routine_arg) };
+    // SAFETY: `attr` is initialized and no longer needed.
+    unsafe { libc::pthread_attr_destroy(attr.as_mut_ptr()) };
+    if rc != 0 {
+        drop(threads);
+        fail(
+            &format!(
+                "sthread_create: cannot create thread {handle}: {}",
+                errno_text(rc)
+            ),
+            THREAD_FAILURE_EXIT_STATUS,
+        );
+    }
+    let inserted = threads.insert(tid);
+    debug_assert_eq!(inserted, handle);
+    handle
+}
+
+/// Waits for the thread `handle` to end and stores its result in `*retval` (if `retval` is not
+/// NULL). Returns 0, or an errno value: `ESRCH` for a handle that names no thread (never
+/// created or already joined), `EINVAL` if another join waits for it, or pthread_join's error.
+///
+/// # Safety
+/// `retval` must be NULL or valid for writing a pointer.
+#[no_mangle]
+pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -> c_int {
+    let tid = match table().begin_join(handle) {
+        Ok(tid) => tid,
+        Err(e) => return e.errno(),
+    };
+    // SAFETY: `tid` is a joinable thread created by sthread_create, joined only here (the
+    // table marks it as being joined); `retval` is NULL or writable per the contract.
+    let rc = unsafe { libc::pthread_join(tid, retval) };
+    table().end_join(handle, tid, rc == 0);
+    rc
+}
+
+/// Ends the calling thread with result `val` (what `sthread_join` of it returns).
+///
+/// # Safety
+/// The calling thread's frames must need no cleanup (C-- frames never do): they are abandoned.
+#[no_mangle]
+pub unsafe extern "C" fn sthread_exit(val: *mut c_void) -> ! {
+    // SAFETY: ends the calling thread; pthreads unwinds it (C-- frames have no cleanups).
+    unsafe { libc::pthread_exit(val) }
+}
+
+/// Creates a mutex (a `pthread_mutex_t` on the heap; it never moves).
+#[no_mangle]
+pub extern "C" fn sthread_mutex_create() -> *mut c_void {
+    let m = Box::into_raw(Box::new(libc::PTHREAD_MUTEX_INITIALIZER));
+    // SAFETY: `m` points to a fresh, statically initialized mutex; init with default
+    // attributes is then also valid.
+    unsafe { libc::pthread_mutex_init(m, core::ptr::null()) };
+    m.cast()
+}
+
+fn check_mutex(m: *mut c_void, op: &str) -> *mut libc::pthread_mutex_t {
+    if m.is_null() {
+        fail(
+            &format!("{op}: the mutex is NULL"),
+            THREAD_FAILURE_EXIT_STATUS,
+        );
+    }
+    m.cast()
+}
+
+/// Destroys a mutex made by [`sthread_mutex_create`] and frees it.
+///
+/// # Safety
+/// `m` must come from `sthread_mutex_create`, be unlocked, and not be used afterwards.
+#[no_mangle]
+pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
+    let m = check_mutex(m, "sthread_mutex_destroy");
+    // SAFETY: per the contract `m` is an unlocked mutex from `Box::into_raw` in
+    // sthread_mutex_create, not used again.
+    unsafe {
+        libc::pthread_mutex_destroy(m);
+        drop(Box::from_raw(m));
+    }
+}
+
+/// Locks a mutex made by [`sthread_mutex_create`].
+///
+/// # Safety
+/// `m` must come from `sthread_mutex_create` and not be destroyed.
+#[no_mangle]
+pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
+    let m = check_mutex(m, "sthread_mutex_lock");
+    // SAFETY: `m` is a live initialized mutex per the contract.
+    unsafe { libc::pthread_mutex_lock(m) };
+}
+
+/// Unlocks a mutex locked by the calling thread.
+///
+/// # Safety
+/// `m` must come from `sthread_mutex_create`, not be destroyed, and be locked by this thread.
+#[no_mangle]
+pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
+    let m = check_mutex(m, "sthread_mutex_unlock");
+    // SAFETY: `m` is a live initialized mutex per the contract.
+    unsafe { libc::pthread_mutex_unlock(m) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_start_at_one_and_count_up() {
+        let mut t = HandleTable::new();
+        assert_eq!(t.next_handle(), 1);
+        assert_eq!(t.insert(10u64), 1);
+        assert_eq!(t.insert(20), 2);
+        assert_eq!(t.insert(30), 3);
+        assert_eq!(t.live(), 3);
+    }
+
+    #[test]
+    fn handle_is_reused_only_after_join() {
+        let mut t = HandleTable::new();
+        let a = t.insert(10u64);
+        let b = t.insert(20);
+        assert_eq!(t.begin_join(a), Ok(10));
+        // Being joined: not free yet.
+        assert_eq!(t.next_handle(), 3);
+        t.end_join(a, 10, true);
+        assert_eq!(t.next_handle(), a);
+        assert_eq!(t.insert(30), a);
+        assert_eq!(t.begin_join(a), Ok(30));
+        t.end_join(a, 30, true);
+        assert_eq!(t.begin_join(b), Ok(20));
+        t.end_join(b, 20, true);
+        assert_eq!(t.live(), 0);
+        assert_eq!(t.insert(40), 1);
+    }
+
+    #[test]
+    fn lowest_free_handle_wins() {
+        let mut t = HandleTable::new();
+        for v in 0..5u64 {
+            t.insert(v);
+        }
+        for h in [4, 2] {
+            let v = t.begin_join(h).unwrap();
+            t.end_join(h, v, true);
+        }
+        assert_eq!(t.insert(100), 2);
+        assert_eq!(t.insert(101), 4);
+        assert_eq!(t.insert(102), 6);
+    }
+
+    #[test]
+    fn unknown_and_double_joins_are_refused() {
+        let mut t = HandleTable::new();
+        let h = t.insert(7u64);
+        for bad in [0, -1, 2, 1000, c_int::MIN, c_int::MAX] {
+            assert_eq!(t.begin_join(bad), Err(JoinError::Unknown), "handle {bad}");
+        }
+        assert_eq!(t.begin_join(h), Ok(7));
+        assert_eq!(t.begin_join(h), Err(JoinError::AlreadyJoining));
+        t.end_join(h, 7, true);
+        assert_eq!(t.begin_join(h), Err(JoinError::Unknown));
+        assert_eq!(JoinError::Unknown.errno(), libc::ESRCH);
+        assert_ne!(JoinError::AlreadyJoining.errno(), 0);
+    }
+
+    #[test]
+    fn failed_join_keeps_the_thread() {
+        let mut t = HandleTable::new();
+        let h = t.insert(7u64);
+        assert_eq!(t.begin_join(h), Ok(7));
+        t.end_join(h, 7, false);
+        assert_eq!(t.begin_join(h), Ok(7));
+    }
+
+    #[test]
+    fn table_grows_past_any_initial_capacity() {
+        let mut t = HandleTable::new();
+        for i in 0..5000u64 {
+            assert_eq!(t.insert(i), i as c_int + 1);
+        }
+        assert_eq!(t.begin_join(4321), Ok(4320));
+        assert_eq!(t.live(), 5000);
+    }
+
+    #[test]
+    fn concurrent_inserts_get_distinct_handles() {
+        let table = std::sync::Arc::new(Mutex::new(HandleTable::new()));
+        let workers: Vec<_> = (0..4u64)
+            .map(|w| {
+                let table = table.clone();
+                std::thread::spawn(move || {
+                    (0..250u64)
+                        .map(|i| table.lock().unwrap().insert(w * 1000 + i))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut all: Vec<c_int> = workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap())
+            .collect();
+        all.sort();
+        assert_eq!(all, (1..=1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn stack_size_rounds_to_pages_and_respects_the_minimum() {
+        assert_eq!(thread_stack_size(1, 4096, 16384), 16384);
+        assert_eq!(thread_stack_size(16384, 4096, 16384), 16384);
+        assert_eq!(thread_stack_size(100_000, 4096, 16384), 102_400);
+        assert_eq!(thread_stack_size(1 << 20, 4096, 16384), 1 << 20);
+        assert_eq!(
+            thread_stack_size(c_int::MAX, 4096, 16384),
+            (c_int::MAX as usize + 1)
+        );
+    }
+
+    #[test]
+    fn errno_text_is_the_c_library_text() {
+        assert_eq!(errno_text(libc::EAGAIN), "Resource temporarily unavailable");
+    }
+
+    #[test]
+    fn mutexes_lock_and_unlock() {
+        let m = sthread_mutex_create();
+        let counter = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let shared = m as usize;
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let counter = counter.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        // SAFETY: `shared` is a live mutex from sthread_mutex_create.
+                        unsafe { sthread_mutex_lock(shared as *mut c_void) };
+                        // A non-atomic read-modify-write made safe only by the mutex.
+                        let v = counter.load(std::sync::atomic::Ordering::Relaxed);
+                        std::thread::yield_now();
+                        counter.store(v + 1, std::sync::atomic::Ordering::Relaxed);
+                        // SAFETY: locked by this thread just above.
+                        unsafe { sthread_mutex_unlock(shared as *mut c_void) };
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 4000);
+        // SAFETY: unlocked, not used afterwards.
+        unsafe { sthread_mutex_destroy(m) };
+    }
+
+    #[test]
+    fn joining_unknown_handles_returns_esrch() {
+        // SAFETY: NULL retval is allowed.
+        assert_eq!(
+            unsafe { sthread_join(987_654, core::ptr::null_mut()) },
+            libc::ESRCH
+        );
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { sthread_join(0, core::ptr::null_mut()) },
+            libc::ESRCH
+        );
+    }
+}
