@@ -23,11 +23,10 @@ pub enum LexError {
 impl LexError {
     pub fn message(self, text: &str) -> String {
         match self {
-            LexError::UnknownChar => match text {
-                "@" | "$" | "`" => format!("stray `{text}` in program"),
-                "\\" => "stray `\\` in program".to_string(),
-                _ => format!("stray {text:?} in program"),
-            },
+            LexError::UnknownChar if text.bytes().all(|b| b.is_ascii_graphic()) => {
+                format!("stray `{text}` in program")
+            }
+            LexError::UnknownChar => format!("stray {text:?} in program"),
             LexError::UnterminatedString => "missing terminating `\"` character".to_string(),
             LexError::UnterminatedChar => "missing terminating `'` character".to_string(),
             LexError::UnterminatedComment => "unterminated comment".to_string(),
@@ -476,6 +475,8 @@ pub fn unescape(body: &str) -> (Vec<u8>, Vec<EscapeError>) {
                     end,
                     message: format!("unknown escape sequence `{seq}`"),
                 });
+                // Like gcc, the character stands for itself (so `'\z'` is still one char).
+                out.extend_from_slice(&b[start + 1..end]);
                 i = end;
             }
         }

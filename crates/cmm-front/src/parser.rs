@@ -303,7 +303,8 @@ impl<'a> Parser<'a> {
             }
             T::RBrace => {
                 self.bump();
-                self.fail(t.span, "unexpected `}` at top level")
+                self.error(t.span, "unexpected `}` at top level");
+                Ok(())
             }
             T::Extern => {
                 self.bump();
@@ -346,12 +347,14 @@ impl<'a> Parser<'a> {
                     let (name, ty) = self.declarator(base.clone())?;
                     return self.global_rest(items, base, name, ty, span);
                 }
+                // Report, then carry on as if the `;` were there.
                 let end = self.prev_span().end as usize;
                 let msg = format!(
                     "expected `;` after struct definition, found {}",
                     self.describe(self.tok())
                 );
-                self.fail(Span::new(end, end), msg)
+                self.error(Span::new(end, end), msg);
+                Ok(())
             }
             T::Struct if self.peek_kind(2) == T::Semi => {
                 // `struct S;`: a forward declaration, never needed in C-- but harmless.

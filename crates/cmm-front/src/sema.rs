@@ -658,13 +658,7 @@ impl Sema {
             }
         }
         let param_count = self.locals.len() as u32;
-        let mut body = Vec::new();
-        for s in &f.body.stmts {
-            match self.stmt(s) {
-                Ok(Stmt::Empty) | Err(Reported) => {}
-                Ok(s) => body.push(s),
-            }
-        }
+        let body = self.stmts(&f.body.stmts);
         Function {
             name: f.sig.name.name.clone(),
             param_count,
@@ -701,24 +695,16 @@ impl Sema {
         id
     }
 
-    fn stmt(&mut self, s: &ast::Stmt) -> R<Stmt> {
+    // Statements are returned boxed: it keeps the frames of this mutually recursive group small
+    // (`typed::Stmt` is large), so deeply nested statements fit in a 2 MiB stack.
+
+    fn stmt(&mut self, s: &ast::Stmt) -> R<Box<Stmt>> {
         match &s.kind {
             StmtKind::Decl(decls) => self.decl_stmt(decls),
             StmtKind::Expr(e) => self.expr_stmt(e),
             StmtKind::If { cond, then, els } => self.if_stmt(cond, then, els.as_deref()),
-            StmtKind::While { cond, body } => {
-                let cond = self.cond(cond)?;
-                let body = Box::new(self.loop_body(body)?);
-                Ok(Stmt::While { cond, body })
-            }
-            StmtKind::DoWhile { body, cond } => {
-                let body = self.loop_body(body);
-                let cond = self.cond(cond)?;
-                Ok(Stmt::DoWhile {
-                    body: Box::new(body?),
-                    cond,
-                })
-            }
+            StmtKind::While { cond, body } => self.while_stmt(cond, body),
+            StmtKind::DoWhile { body, cond } => self.do_stmt(body, cond),
             StmtKind::For {
                 init,
                 cond,
@@ -728,39 +714,65 @@ impl Sema {
             StmtKind::Break | StmtKind::Continue => self.jump(s),
             StmtKind::Return(v) => self.return_stmt(v.as_ref(), s.span),
             StmtKind::Block(b) => self.block(b),
-            StmtKind::Empty => Ok(Stmt::Empty),
+            StmtKind::Empty => Ok(Box::new(Stmt::Empty)),
         }
     }
 
-    fn block(&mut self, b: &ast::Block) -> R<Stmt> {
-        self.scopes.push(HashMap::new());
+    /// Checks a statement list; empty statements (and declarations) are dropped.
+    fn stmts(&mut self, list: &[ast::Stmt]) -> Vec<Stmt> {
         let mut out = Vec::new();
-        for s in &b.stmts {
-            match self.stmt(s) {
-                Ok(Stmt::Empty) | Err(Reported) => {}
-                Ok(s) => out.push(s),
+        for s in list {
+            if let Ok(s) = self.stmt(s) {
+                if *s != Stmt::Empty {
+                    out.push(*s);
+                }
             }
         }
+        out
+    }
+
+    fn block(&mut self, b: &ast::Block) -> R<Box<Stmt>> {
+        self.scopes.push(HashMap::new());
+        let out = self.stmts(&b.stmts);
         self.scopes.pop();
-        Ok(Stmt::Block(out))
+        Ok(Box::new(Stmt::Block(out)))
     }
 
-    fn if_stmt(&mut self, cond: &ast::Expr, then: &ast::Stmt, els: Option<&ast::Stmt>) -> R<Stmt> {
-        let c = self.cond(cond);
+    fn if_stmt(
+        &mut self,
+        cond: &ast::Expr,
+        then: &ast::Stmt,
+        els: Option<&ast::Stmt>,
+    ) -> R<Box<Stmt>> {
+        let c = self.cond(cond).map(Box::new);
         let t = self.stmt(then);
-        let e = els.map(|e| self.stmt(e));
-        let els = match e {
-            Some(e) => Some(Box::new(e?)),
-            None => None,
-        };
-        Ok(Stmt::If {
-            cond: c?,
-            then: Box::new(t?),
-            els,
-        })
+        let e = els.map(|e| self.stmt(e)).transpose();
+        Ok(Box::new(Stmt::If {
+            cond: *c?,
+            then: t?,
+            els: e?,
+        }))
     }
 
-    fn loop_body(&mut self, body: &ast::Stmt) -> R<Stmt> {
+    fn while_stmt(&mut self, cond: &ast::Expr, body: &ast::Stmt) -> R<Box<Stmt>> {
+        let c = self.cond(cond).map(Box::new);
+        let body = self.loop_body(body);
+        Ok(Box::new(Stmt::While {
+            cond: *c?,
+            body: body?,
+        }))
+    }
+
+    fn do_stmt(&mut self, body: &ast::Stmt, cond: &ast::Expr) -> R<Box<Stmt>> {
+        let body = self.loop_body(body);
+        let c = self.cond(cond).map(Box::new);
+        Ok(Box::new(Stmt::DoWhile {
+            body: body?,
+            cond: *c?,
+        }))
+    }
+
+    fn loop_body(&mut self, body: &ast::Stmt) -> R<Box<Stmt>> {
         self.loops += 1;
         let r = self.stmt(body);
         self.loops -= 1;
@@ -773,31 +785,44 @@ impl Sema {
         cond: &Option<Box<ast::Expr>>,
         step: &Option<Box<ast::Expr>>,
         body: &ast::Stmt,
-    ) -> R<Stmt> {
+    ) -> R<Box<Stmt>> {
+        let header = self.for_header(init, cond, step).map(Box::new);
+        let body = self.loop_body(body);
+        let (init, cond, step) = *header?;
+        Ok(Box::new(Stmt::For {
+            init,
+            cond,
+            step,
+            body: body?,
+        }))
+    }
+
+    #[allow(clippy::type_complexity)]
+    #[inline(never)]
+    fn for_header(
+        &mut self,
+        init: &Option<Box<ast::Expr>>,
+        cond: &Option<Box<ast::Expr>>,
+        step: &Option<Box<ast::Expr>>,
+    ) -> R<(Option<Expr>, Option<Expr>, Option<Expr>)> {
         let init = init.as_ref().map(|e| self.any_value(e)).transpose();
         let cond = cond.as_ref().map(|e| self.cond(e)).transpose();
         let step = step.as_ref().map(|e| self.any_value(e)).transpose();
-        let body = self.loop_body(body);
-        Ok(Stmt::For {
-            init: init?,
-            cond: cond?,
-            step: step?,
-            body: Box::new(body?),
-        })
+        Ok((init?, cond?, step?))
     }
 
     #[inline(never)]
-    fn jump(&mut self, s: &ast::Stmt) -> R<Stmt> {
+    fn jump(&mut self, s: &ast::Stmt) -> R<Box<Stmt>> {
         let brk = matches!(s.kind, StmtKind::Break);
         if self.loops == 0 {
             let kw = if brk { "break" } else { "continue" };
             return self.fail(s.span, format!("`{kw}` statement not within a loop"));
         }
-        Ok(if brk { Stmt::Break } else { Stmt::Continue })
+        Ok(Box::new(if brk { Stmt::Break } else { Stmt::Continue }))
     }
 
     #[inline(never)]
-    fn decl_stmt(&mut self, decls: &[ast::VarDecl]) -> R<Stmt> {
+    fn decl_stmt(&mut self, decls: &[ast::VarDecl]) -> R<Box<Stmt>> {
         for d in decls {
             let ty = self.var_type(d);
             let id = self.add_local(&d.name, ty.clone().unwrap_or(Type::Int), d.span);
@@ -805,16 +830,20 @@ impl Sema {
                 self.bad_locals.insert(id);
             }
         }
-        Ok(Stmt::Empty)
+        Ok(Box::new(Stmt::Empty))
     }
 
-    fn expr_stmt(&mut self, e: &ast::Expr) -> R<Stmt> {
-        Ok(Stmt::Expr(self.any_value(e)?))
+    fn expr_stmt(&mut self, e: &ast::Expr) -> R<Box<Stmt>> {
+        Ok(Box::new(Stmt::Expr(self.any_value(e)?)))
     }
 
     #[inline(never)]
-    fn return_stmt(&mut self, v: Option<&ast::Expr>, span: Span) -> R<Stmt> {
+    fn return_stmt(&mut self, v: Option<&ast::Expr>, span: Span) -> R<Box<Stmt>> {
         let ret = self.ret.clone();
+        if let Type::Struct(_) = ret {
+            // The signature was already reported as returning a struct by value.
+            return Err(Reported);
+        }
         match v {
             None if ret != Type::Void => {
                 let msg = format!(
@@ -824,7 +853,7 @@ impl Sema {
                 );
                 self.fail(span, msg)
             }
-            None => Ok(Stmt::Return(None)),
+            None => Ok(Box::new(Stmt::Return(None))),
             Some(e) if ret == Type::Void => {
                 let msg = format!(
                     "`return` with a value in function `{}` returning void",
@@ -835,9 +864,8 @@ impl Sema {
             Some(e) => {
                 let v = self.rvalue(e)?;
                 let what = format!("returning from function `{}`", self.fn_name);
-                Ok(Stmt::Return(Some(
-                    self.assign_conv(v, &ret, e.span, &what)?,
-                )))
+                let v = self.assign_conv(v, &ret, e.span, &what)?;
+                Ok(Box::new(Stmt::Return(Some(v))))
             }
         }
     }
@@ -1410,7 +1438,7 @@ impl Sema {
                 return Ok(self.convert(v, to.clone()));
             }
             let msg = format!(
-                "incompatible pointer types {what}: `{}` from `{}` (add a cast)",
+                "incompatible pointer types ({what}): `{}` from `{}` (add a cast)",
                 self.ty_name(to),
                 self.ty_name(&from)
             );
@@ -1422,7 +1450,7 @@ impl Sema {
             format!("{what} makes an integer from a pointer without a cast")
         } else {
             format!(
-                "incompatible types {what}: `{}` from `{}`",
+                "incompatible types ({what}): `{}` from `{}`",
                 self.ty_name(to),
                 self.ty_name(&from)
             )
@@ -1481,7 +1509,7 @@ impl Sema {
         }
         let v = self.val_rvalue(value)?;
         let to = place.ty.clone();
-        let v = self.assign_conv(v, &to, rspan, "assigning to")?;
+        let v = self.assign_conv(v, &to, rspan, "assignment")?;
         Ok(Expr {
             kind: ExprKind::Assign(Box::new(place), Box::new(v)),
             ty: to,
