@@ -1833,3 +1833,316 @@ fn by_value_struct(t: &Type) -> Option<StructId> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::typed::{Callee, ExprKind as E, PlaceKind as P, Program, Stmt};
+
+    fn program(src: &str, target: TargetInfo) -> Program {
+        let unit = crate::parse(src).unwrap_or_else(|d| panic!("parse errors: {d:?}"));
+        check(&unit, target).unwrap_or_else(|d| panic!("sema errors: {d:?}"))
+    }
+
+    /// The expression of the `n`th expression statement of `main`.
+    fn main_expr(p: &Program, n: usize) -> Expr {
+        let main = p.functions.iter().find(|f| f.name == "main").expect("main");
+        let exprs: Vec<&Expr> = main
+            .body
+            .iter()
+            .filter_map(|s| if let Stmt::Expr(e) = s { Some(e) } else { None })
+            .collect();
+        exprs[n].clone()
+    }
+
+    fn assigned(e: Expr) -> Expr {
+        match e.kind {
+            E::Assign(_, v) => *v,
+            k => panic!("not an assignment: {k:?}"),
+        }
+    }
+
+    const LAYOUT: &str = "struct P { char c; double d; char *p; int i; };
+        struct Q { char c; struct P inner; char tail[3]; };
+        int main() { return 0; }";
+
+    #[test]
+    fn struct_layout_follows_the_target_abi() {
+        // Hand-computed from the i386 and x86-64 System V rules.
+        let p = program(LAYOUT, TargetInfo::I686);
+        let offs: Vec<u32> = p.structs[0].fields.iter().map(|f| f.offset).collect();
+        assert_eq!(offs, [0, 4, 12, 16]);
+        assert_eq!((p.structs[0].size, p.structs[0].align), (20, 4));
+        let offs: Vec<u32> = p.structs[1].fields.iter().map(|f| f.offset).collect();
+        assert_eq!(offs, [0, 4, 24]);
+        assert_eq!((p.structs[1].size, p.structs[1].align), (28, 4));
+
+        let p = program(LAYOUT, TargetInfo::X86_64);
+        let offs: Vec<u32> = p.structs[0].fields.iter().map(|f| f.offset).collect();
+        assert_eq!(offs, [0, 8, 16, 24]);
+        assert_eq!((p.structs[0].size, p.structs[0].align), (32, 8));
+        let offs: Vec<u32> = p.structs[1].fields.iter().map(|f| f.offset).collect();
+        assert_eq!(offs, [0, 8, 40]);
+        assert_eq!((p.structs[1].size, p.structs[1].align), (48, 8));
+    }
+
+    #[test]
+    fn structs_can_be_used_before_their_definition() {
+        let p = program(
+            "struct A *g; struct A { struct B b; }; struct B { int x[2]; }; int main() { return 0; }",
+            TargetInfo::I686,
+        );
+        assert_eq!(p.structs[0].size, 8);
+        assert_eq!(p.globals[0].ty, Type::ptr(Type::Struct(0)));
+    }
+
+    #[test]
+    fn pointer_arithmetic_is_scaled() {
+        let src = "struct P { char c; double d; char *p; int i; };
+            int main() { int *p; double *q; struct P *s; int i; int n;
+              p = p + 2; q = q - 1; n = p - p; s = 1 + s; p = &p[i]; return 0; }";
+        for (target, struct_size) in [(TargetInfo::I686, 20), (TargetInfo::X86_64, 32)] {
+            let p = program(src, target);
+            let off = |e: &Expr| match &e.kind {
+                E::PtrOffset {
+                    elem_size,
+                    subtract,
+                    ..
+                } => (*elem_size, *subtract),
+                k => panic!("not a pointer offset: {k:?}"),
+            };
+            assert_eq!(off(&assigned(main_expr(&p, 0))), (4, false));
+            assert_eq!(off(&assigned(main_expr(&p, 1))), (8, true));
+            match &assigned(main_expr(&p, 2)).kind {
+                E::PtrDiff { elem_size: 4, .. } => {}
+                k => panic!("not a pointer difference: {k:?}"),
+            }
+            let s = assigned(main_expr(&p, 3));
+            assert_eq!(off(&s), (struct_size, false));
+            let E::PtrOffset { ptr, .. } = &s.kind else {
+                unreachable!()
+            };
+            assert!(ptr.ty.is_pointer(), "the pointer operand comes first");
+            // &p[i] is the address of *(p + i).
+            match &assigned(main_expr(&p, 4)).kind {
+                E::AddrOf(place) => match &place.kind {
+                    P::Deref(sum) => assert_eq!(off(sum), (4, false)),
+                    k => panic!("{k:?}"),
+                },
+                k => panic!("{k:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn arrays_decay_and_index() {
+        let p = program(
+            "int a[10]; int main() { a[3] = 7; return 0; }",
+            TargetInfo::X86_64,
+        );
+        let E::Assign(place, v) = &main_expr(&p, 0).kind else {
+            panic!()
+        };
+        assert_eq!(v.kind, E::IntConst(7));
+        let P::Deref(sum) = &place.kind else {
+            panic!("{:?}", place.kind)
+        };
+        let E::PtrOffset {
+            ptr,
+            index,
+            elem_size: 4,
+            subtract: false,
+        } = &sum.kind
+        else {
+            panic!("{:?}", sum.kind)
+        };
+        assert_eq!(index.kind, E::IntConst(3));
+        assert_eq!(ptr.ty, Type::ptr(Type::Int));
+        let E::AddrOf(arr) = &ptr.kind else {
+            panic!("{:?}", ptr.kind)
+        };
+        assert_eq!(arr.kind, P::Global(0));
+        assert_eq!(arr.ty, Type::Array(Box::new(Type::Int), 10));
+    }
+
+    #[test]
+    fn arithmetic_conversions_are_explicit() {
+        let p = program(
+            "int main() { char c; double d; int i; d = c + 1.5; i = c * c; c = i; return 0; }",
+            TargetInfo::I686,
+        );
+        let sum = assigned(main_expr(&p, 0));
+        assert_eq!(sum.ty, Type::Double);
+        let E::Binary(BinaryOp::Add, l, r) = &sum.kind else {
+            panic!("{:?}", sum.kind)
+        };
+        assert_eq!((l.ty.clone(), r.ty.clone()), (Type::Double, Type::Double));
+        let E::Convert(inner) = &l.kind else {
+            panic!("{:?}", l.kind)
+        };
+        assert_eq!(inner.ty, Type::Char);
+        let prod = assigned(main_expr(&p, 1));
+        let E::Binary(BinaryOp::Mul, l, _) = &prod.kind else {
+            panic!()
+        };
+        assert_eq!(l.ty, Type::Int, "char operands are promoted to int");
+        let narrowed = assigned(main_expr(&p, 2));
+        assert_eq!(narrowed.ty, Type::Char);
+        assert!(matches!(narrowed.kind, E::Convert(_)));
+    }
+
+    #[test]
+    fn null_pointer_constants_take_the_pointer_type() {
+        let p = program(
+            "int main() { int *p; p = 0; p = NULL; return p == NULL; }",
+            TargetInfo::X86_64,
+        );
+        for n in 0..2 {
+            let v = assigned(main_expr(&p, n));
+            assert_eq!((&v.kind, &v.ty), (&E::Null, &Type::ptr(Type::Int)));
+        }
+        let main = &p.functions[0];
+        let Some(Stmt::Return(Some(cmp))) = main.body.last() else {
+            panic!()
+        };
+        let E::Binary(BinaryOp::Eq, l, r) = &cmp.kind else {
+            panic!("{:?}", cmp.kind)
+        };
+        assert_eq!(l.ty, r.ty);
+        assert_eq!(r.kind, E::Null);
+    }
+
+    #[test]
+    fn calls_convert_arguments() {
+        let p = program(
+            "extern int printf(char *fmt, ...);
+             int f(double x, char c) { return c; }
+             int main() { char c; c = 'x'; printf(\"%c %f\", c, 2.0); f(1, 65); return f; }",
+            TargetInfo::X86_64,
+        );
+        let call = main_expr(&p, 1);
+        let E::Call {
+            callee: Callee::Extern(0),
+            args,
+        } = &call.kind
+        else {
+            panic!()
+        };
+        let tys: Vec<Type> = args.iter().map(|a| a.ty.clone()).collect();
+        assert_eq!(tys, [Type::ptr(Type::Char), Type::Int, Type::Double]);
+        let call = main_expr(&p, 2);
+        let E::Call {
+            callee: Callee::Function(0),
+            args,
+        } = &call.kind
+        else {
+            panic!()
+        };
+        assert_eq!(args[0].ty, Type::Double);
+        assert_eq!(args[1].ty, Type::Char);
+        let Some(Stmt::Return(Some(r))) = p.functions[1].body.last() else {
+            panic!()
+        };
+        assert_eq!((&r.kind, &r.ty), (&E::FuncAddr(0), &Type::Int));
+        assert_eq!(p.strings, vec![b"%c %f".to_vec()]);
+    }
+
+    #[test]
+    fn sizeof_and_stacksizeof() {
+        let src = "struct P { char c; double d; char *p; int i; };
+            int main() { int n; n = sizeof(struct P); n = sizeof(char *); n = sizeof(int[3]);
+              n = stacksizeof(main); return 0; }";
+        for (t, sp, pp) in [(TargetInfo::I686, 20, 4), (TargetInfo::X86_64, 32, 8)] {
+            let p = program(src, t);
+            assert_eq!(assigned(main_expr(&p, 0)).kind, E::IntConst(sp));
+            assert_eq!(assigned(main_expr(&p, 1)).kind, E::IntConst(pp));
+            assert_eq!(assigned(main_expr(&p, 2)).kind, E::IntConst(12));
+            assert_eq!(assigned(main_expr(&p, 3)).kind, E::StackSizeOf(0));
+        }
+    }
+
+    #[test]
+    fn locals_are_block_scoped_and_marked_when_address_taken() {
+        let p = program(
+            "int main(int argc, char **argv) { int x; int *p; p = &x;
+               { int t; t = 1; } { double t; t = 2.0; } return argc; }",
+            TargetInfo::I686,
+        );
+        let f = &p.functions[0];
+        assert_eq!(f.param_count, 2);
+        let names: Vec<(&str, bool)> = f
+            .locals
+            .iter()
+            .map(|l| (l.name.as_str(), l.needs_memory))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("argc", false),
+                ("argv", false),
+                ("x", true),
+                ("p", false),
+                ("t", false),
+                ("t", false)
+            ]
+        );
+        assert_eq!(f.locals[5].ty, Type::Double);
+        assert_eq!((f.locals[5].size, f.locals[5].align), (8, 8));
+    }
+
+    #[test]
+    fn struct_assignment_copies_through_addresses() {
+        let p = program(
+            "struct S { int a; char b[5]; }; struct S g;
+             int main() { struct S s; struct S *q; s = g; q = &s; *q = s; q->a = s.b[1]; return 0; }",
+            TargetInfo::I686,
+        );
+        let e = main_expr(&p, 0);
+        assert_eq!(e.ty, Type::Void);
+        let E::Assign(dst, src) = &e.kind else {
+            panic!()
+        };
+        assert_eq!(dst.kind, P::Local(0));
+        let E::AddrOf(g) = &src.kind else {
+            panic!("{:?}", src.kind)
+        };
+        assert_eq!(g.kind, P::Global(0));
+        let member = main_expr(&p, 3);
+        let E::Assign(dst, _) = &member.kind else {
+            panic!()
+        };
+        let P::Member(base, 0) = &dst.kind else {
+            panic!("{:?}", dst.kind)
+        };
+        assert!(matches!(base.kind, P::Deref(_)));
+    }
+
+    #[test]
+    fn main_signatures() {
+        for ok in [
+            "int main() { return 0; }",
+            "int main(void) { return 0; }",
+            "int main(int c, char **v) { return 0; }",
+            "int main(int c, char *v[]) { return 0; }",
+        ] {
+            program(ok, TargetInfo::I686);
+        }
+        for bad in [
+            "void main() { }",
+            "int main(int c) { return 0; }",
+            "int main;",
+        ] {
+            let unit = crate::parse(bad).expect("parses");
+            assert!(check(&unit, TargetInfo::I686).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn missing_return_value_at_the_end_is_allowed() {
+        // Appendix A.8's `thread_entry` falls off the end of an `int` function.
+        program(
+            "int f(void *a) { int x; x = (int)a; } int main() { return f(NULL); }",
+            TargetInfo::I686,
+        );
+    }
+}
