@@ -11,11 +11,17 @@ pub struct Span {
 
 impl Span {
     pub fn new(start: usize, end: usize) -> Span {
-        Span { start: start as u32, end: end as u32 }
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
     }
     /// The smallest span covering both.
     pub fn to(self, other: Span) -> Span {
-        Span { start: self.start.min(other.start), end: self.end.max(other.end) }
+        Span {
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
     }
 }
 
@@ -37,7 +43,12 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn error(span: Span, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Error, span, message: message.into(), notes: Vec::new() }
+        Diagnostic {
+            severity: Severity::Error,
+            span,
+            message: message.into(),
+            notes: Vec::new(),
+        }
     }
     pub fn with_note(mut self, span: Span, note: impl Into<String>) -> Diagnostic {
         self.notes.push((span, note.into()));
@@ -53,7 +64,12 @@ pub struct LineIndex {
 impl LineIndex {
     pub fn new(src: &str) -> LineIndex {
         let mut line_starts = vec![0];
-        line_starts.extend(src.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1));
+        line_starts.extend(
+            src.bytes()
+                .enumerate()
+                .filter(|&(_, b)| b == b'\n')
+                .map(|(i, _)| i + 1),
+        );
         LineIndex { line_starts }
     }
     /// 1-based (line, column) of a byte offset; offsets past the end map to the last position.
@@ -67,7 +83,11 @@ impl LineIndex {
     }
     pub fn line_text<'a>(&self, src: &'a str, line: usize) -> &'a str {
         let start = self.line_starts[line - 1].min(src.len());
-        let end = self.line_starts.get(line).map_or(src.len(), |&e| e.saturating_sub(1)).max(start);
+        let end = self
+            .line_starts
+            .get(line)
+            .map_or(src.len(), |&e| e.saturating_sub(1))
+            .max(start);
         src.get(start..end).unwrap_or("").trim_end_matches('\r')
     }
 }
@@ -90,13 +110,33 @@ pub fn render(file: &str, src: &str, diags: &[Diagnostic]) -> String {
     out
 }
 
-fn render_one(out: &mut String, file: &str, src: &str, index: &LineIndex, span: Span, label: &str, msg: &str) {
+fn render_one(
+    out: &mut String,
+    file: &str,
+    src: &str,
+    index: &LineIndex,
+    span: Span,
+    label: &str,
+    msg: &str,
+) {
     let (line, col) = index.line_col(span.start);
     let _ = writeln!(out, "{file}:{line}:{col}: {label}: {msg}");
     let text = index.line_text(src, line);
     let _ = writeln!(out, "{line:5} | {text}");
     let (end_line, end_col) = index.line_col(span.end.max(span.start + 1) - 1);
-    let width = if end_line == line { (end_col + 1).saturating_sub(col).max(1) } else { 1 };
-    let pad: String = text.chars().take(col - 1).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    let _ = writeln!(out, "      | {pad}^{}", "~".repeat(width.saturating_sub(1).min(200)));
+    let width = if end_line == line {
+        (end_col + 1).saturating_sub(col).max(1)
+    } else {
+        1
+    };
+    let pad: String = text
+        .chars()
+        .take(col - 1)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    let _ = writeln!(
+        out,
+        "      | {pad}^{}",
+        "~".repeat(width.saturating_sub(1).min(200))
+    );
 }

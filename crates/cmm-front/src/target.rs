@@ -10,6 +10,12 @@ pub struct TargetInfo {
 }
 
 impl TargetInfo {
-    pub const X86_64: TargetInfo = TargetInfo { pointer_size: 8, double_align_in_struct: 8 };
-    pub const I686: TargetInfo = TargetInfo { pointer_size: 4, double_align_in_struct: 4 };
+    pub const X86_64: TargetInfo = TargetInfo {
+        pointer_size: 8,
+        double_align_in_struct: 8,
+    };
+    pub const I686: TargetInfo = TargetInfo {
+        pointer_size: 4,
+        double_align_in_struct: 4,
+    };
 }

@@ -80,10 +80,25 @@ pub struct Local {
 pub enum Stmt {
     Expr(Expr),
     /// `cond` is scalar (int, char, double or pointer): true when not zero/NULL.
-    If { cond: Expr, then: Box<Stmt>, els: Option<Box<Stmt>> },
-    While { cond: Expr, body: Box<Stmt> },
-    DoWhile { body: Box<Stmt>, cond: Expr },
-    For { init: Option<Expr>, cond: Option<Expr>, step: Option<Expr>, body: Box<Stmt> },
+    If {
+        cond: Expr,
+        then: Box<Stmt>,
+        els: Option<Box<Stmt>>,
+    },
+    While {
+        cond: Expr,
+        body: Box<Stmt>,
+    },
+    DoWhile {
+        body: Box<Stmt>,
+        cond: Expr,
+    },
+    For {
+        init: Option<Expr>,
+        cond: Option<Expr>,
+        step: Option<Expr>,
+        body: Box<Stmt>,
+    },
     Break,
     Continue,
     Return(Option<Expr>),
@@ -125,9 +140,18 @@ pub enum ExprKind {
     /// operands, result `Int` 0/1.
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
     /// `ptr + index * elem_size` (or minus, if `subtract`); `index` is `Int`; result type = ptr type.
-    PtrOffset { ptr: Box<Expr>, index: Box<Expr>, elem_size: u32, subtract: bool },
+    PtrOffset {
+        ptr: Box<Expr>,
+        index: Box<Expr>,
+        elem_size: u32,
+        subtract: bool,
+    },
     /// `(lhs - rhs) / elem_size`, both pointers to the same type; result `Int`.
-    PtrDiff { lhs: Box<Expr>, rhs: Box<Expr>, elem_size: u32 },
+    PtrDiff {
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+        elem_size: u32,
+    },
     /// Short-circuit `&&`; operands scalar; result `Int` 0/1.
     LogicalAnd(Box<Expr>, Box<Expr>),
     /// Short-circuit `||`; operands scalar; result `Int` 0/1.
@@ -136,7 +160,10 @@ pub enum ExprKind {
     /// truncates toward zero), pointer to pointer, pointer to/from int (sign-extending or
     /// truncating to pointer width), and anything to `void` (value discarded).
     Convert(Box<Expr>),
-    Call { callee: Callee, args: Vec<Expr> },
+    Call {
+        callee: Callee,
+        args: Vec<Expr>,
+    },
     /// `a, b`: evaluate `a`, discard it, result `b`.
     Comma(Box<Expr>, Box<Expr>),
 }
