@@ -16,6 +16,16 @@ pub const ABI_SYMBOL: &str = "__cmm_abi";
 /// called directly (a thread entry is then a valid `pthread_create` start routine).
 pub const ABI_NATIVE_SYSV: u32 = 0;
 
+/// `__cmm_abi` value of the emission stage's `traditional` mechanism (thesis listings 3.2-3.3):
+/// arguments pushed right to left, `call`, the caller pops them; C-- code preserves no
+/// register. Entered through `crate::mech::enter`.
+pub const ABI_TRADITIONAL: u32 = 1;
+
+/// `__cmm_abi` value of the emission stage's `callee-cleanup` mechanism (paper section 4.2):
+/// the caller pushes the return address and the arguments and jumps; the callee pops them all.
+/// Entered through `crate::mech::enter`.
+pub const ABI_CALLEE_CLEANUP: u32 = 2;
+
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
 pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
 

@@ -1,7 +1,9 @@
 //! Runtime linked into every C-- program: thread library, stack chunks, mechanism trampolines, statistics.
 
 pub mod abi;
+pub mod arch;
 pub mod chunk;
+pub mod mech;
 pub mod start;
 pub mod stats;
 pub mod threads;

@@ -37,7 +37,7 @@ pub fn program_abi() -> u32 {
 
 /// Stops the program with one line on stderr when `abi` is not a convention this runtime knows.
 pub fn check_abi(abi: u32) {
-    if abi != ABI_NATIVE_SYSV {
+    if abi != ABI_NATIVE_SYSV && !crate::mech::is_emitted_abi(abi) {
         crate::threads::fail(
             &format!(
                 "cmm runtime: the program's __cmm_abi is {abi}, which this runtime does not know \
@@ -55,7 +55,14 @@ pub fn check_abi(abi: u32) {
 #[cfg(not(test))]
 #[no_mangle]
 pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_char) -> c_int {
-    check_abi(program_abi());
+    let abi = program_abi();
+    check_abi(abi);
+    if crate::mech::is_emitted_abi(abi) {
+        // SAFETY: the object was compiled by the emission stage with convention `abi`, and
+        // `cmm_main` takes (int argc, char **argv) (the lowering's contract).
+        let r = unsafe { crate::mech::enter(abi, cmm_main as usize, argc as usize, argv as usize) };
+        return r.unwrap_or(0) as c_int;
+    }
     // SAFETY: the ABI is the native System V one, so `cmm_main` is an ordinary C function of
     // this signature; argc/argv come from the C library's start code unchanged.
     unsafe { cmm_main(argc, argv) }
@@ -87,6 +94,9 @@ pub unsafe fn thread_start(fp: c_int, arg: *mut c_void) -> (StartRoutine, *mut c
     let abi = program_abi();
     check_abi(abi);
     let addr = fp as u32 as usize;
+    if crate::mech::is_emitted_abi(abi) {
+        return crate::mech::thread_routine(abi, addr, arg);
+    }
     // SAFETY: under the native System V convention a C-- function `void *f(void *)` is an
     // `extern "C" fn(*mut c_void) -> *mut c_void`; the caller guarantees `addr` is one.
     let routine = unsafe { core::mem::transmute::<usize, StartRoutine>(addr) };

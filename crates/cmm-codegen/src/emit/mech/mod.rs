@@ -1,0 +1,89 @@
+//! Stack mechanisms: the prologue, epilogue and call sequences that differ between conventions.
+//!
+//! The rest of the emission stage (instruction selection, register allocation, frame layout,
+//! argument pushes, C calls) is shared. Adding a mechanism means adding one module here with a
+//! type implementing [`Mechanism`] and one arm in [`by_kind`].
+
+use std::fmt::Write;
+
+use regalloc2::PReg;
+
+use super::{MechKind, Target};
+
+mod callee_cleanup;
+mod traditional;
+
+pub use callee_cleanup::CalleeCleanup;
+pub use traditional::Traditional;
+
+/// What a mechanism needs to know about the function whose prologue/epilogue it writes.
+#[derive(Clone, Copy, Debug)]
+pub struct FrameInfo<'a> {
+    pub target: Target,
+    pub symbol: &'a str,
+    /// `S`: bytes the prologue reserves below the incoming arguments and return address.
+    pub frame_size: u32,
+    /// Bytes of incoming arguments (the slots pushed by the caller).
+    pub arg_bytes: u32,
+}
+
+/// What a mechanism needs to know about one call to a C-- function.
+#[derive(Clone, Copy, Debug)]
+pub struct CallSite<'a> {
+    pub target: Target,
+    pub callee: &'a str,
+    /// Bytes of arguments the caller pushes.
+    pub arg_bytes: u32,
+    /// A label unique in the output file, usable as the return address.
+    pub return_label: &'a str,
+}
+
+/// A call-stack mechanism. All sequences are written as Intel-syntax assembly lines.
+pub trait Mechanism {
+    /// The name used on the command line (`--mech`).
+    fn name(&self) -> &'static str;
+    /// The `__cmm_abi` id of objects compiled with this mechanism (see `stackrt::abi`); the
+    /// runtime picks the entry trampoline for `main` and thread starts from it.
+    fn abi_id(&self) -> u32;
+    /// Registers the mechanism keeps for itself (never allocated), e.g. a chunk register.
+    fn reserved_regs(&self, _target: Target) -> Vec<PReg> {
+        Vec::new()
+    }
+    /// Bytes between the stack pointer at function entry and the first argument slot.
+    fn entry_arg_offset(&self, target: Target) -> u32;
+    /// Bytes the caller pushes besides the arguments (the return address).
+    fn call_overhead(&self, target: Target) -> u32 {
+        target.slot()
+    }
+    /// Lines at the function's entry label: reserve the frame.
+    fn prologue(&self, f: &FrameInfo, out: &mut String);
+    /// Lines that leave the function (the result is already in `eax`/`xmm0`).
+    fn epilogue(&self, f: &FrameInfo, out: &mut String);
+    /// Lines before the arguments are pushed; returns the bytes they push.
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32;
+    /// Lines after the arguments are pushed: the transfer of control and, on return, whatever
+    /// restores the caller's stack pointer.
+    fn call_suffix(&self, c: &CallSite, out: &mut String);
+}
+
+/// The mechanism object for a command-line choice.
+pub fn by_kind(kind: MechKind) -> &'static dyn Mechanism {
+    match kind {
+        MechKind::Traditional => &Traditional,
+        MechKind::CalleeCleanup => &CalleeCleanup,
+    }
+}
+
+/// `sub esp, n` (or nothing when `n` is 0).
+pub(crate) fn sub_sp(target: Target, n: u32, out: &mut String) {
+    if n != 0 {
+        let _ = writeln!(out, "\tsub {}, {}", target.sp(), n);
+    }
+}
+
+/// `add esp, n` (or nothing when `n` is 0).
+pub(crate) fn add_sp(target: Target, n: u32, out: &mut String) {
+    if n != 0 {
+        let _ = writeln!(out, "\tadd {}, {}", target.sp(), n);
+    }
+}

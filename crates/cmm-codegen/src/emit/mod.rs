@@ -1,0 +1,197 @@
+//! The emission stage: i686 and x86-64 assembly (GNU as, Intel syntax) from the lowered
+//! Cranelift IR, with the call sequences of a chosen stack mechanism.
+//!
+//! Pipeline per function: [`isel`] (Cranelift IR → [`vcode::VCode`] over virtual registers) →
+//! regalloc2 → [`print`] (frame layout, mechanism sequences from [`mech`], assembly text).
+//! See `ARCHITECTURE.md`, "Emission stage", for the conventions and frame diagrams.
+
+use std::fmt::{self, Write};
+
+use crate::lower::{DataKind, LoweredProgram};
+
+pub mod isel;
+pub mod mech;
+pub mod print;
+pub mod regs;
+pub mod vcode;
+
+pub use mech::Mechanism;
+
+/// The target architecture of the emitted code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    I686,
+    X86_64,
+}
+
+impl Target {
+    /// Size of a stack slot (a pushed argument or return address).
+    pub fn slot(self) -> u32 {
+        match self {
+            Target::I686 => 4,
+            Target::X86_64 => 8,
+        }
+    }
+    /// The stack pointer's name.
+    pub fn sp(self) -> &'static str {
+        match self {
+            Target::I686 => "esp",
+            Target::X86_64 => "rsp",
+        }
+    }
+}
+
+/// The stack mechanisms the emission stage implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MechKind {
+    /// Thesis listings 3.2-3.3: caller pushes, `call`, caller pops.
+    Traditional,
+    /// Paper section 4.2: caller pushes the return address and jumps, callee pops everything.
+    CalleeCleanup,
+}
+
+impl MechKind {
+    pub fn name(self) -> &'static str {
+        mech::by_kind(self).name()
+    }
+    /// Parses a `--mech` value.
+    pub fn from_name(s: &str) -> Option<MechKind> {
+        match s {
+            "traditional" => Some(MechKind::Traditional),
+            "callee-cleanup" => Some(MechKind::CalleeCleanup),
+            _ => None,
+        }
+    }
+}
+
+/// Options of one emission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EmitOptions {
+    pub target: Target,
+    pub mech: MechKind,
+}
+
+/// An internal error of the emission stage (the input was not what the lowering produces).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EmitError {
+    /// The C-- function being emitted, if any.
+    pub function: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for EmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.function {
+            Some(func) => write!(f, "emission stage, function `{func}`: {}", self.message),
+            None => write!(f, "emission stage: {}", self.message),
+        }
+    }
+}
+
+impl std::error::Error for EmitError {}
+
+/// Emits a whole program as one assembly file: the text of every function, the data objects
+/// (globals, strings, frame-size cells) and `__cmm_abi`.
+pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, EmitError> {
+    let mech = mech::by_kind(opts.mech);
+    let want_ptr = match opts.target {
+        Target::I686 => cranelift_codegen::ir::types::I32,
+        Target::X86_64 => cranelift_codegen::ir::types::I64,
+    };
+    if p.pointer_type != want_ptr {
+        return Err(EmitError {
+            function: None,
+            message: format!(
+                "program was lowered with pointer type {} but the target is {:?}",
+                p.pointer_type, opts.target
+            ),
+        });
+    }
+    let mut out = String::new();
+    out.push_str("\t.intel_syntax noprefix\n");
+    let _ = writeln!(
+        out,
+        "# cmm emission stage: target {:?}, mechanism {}",
+        opts.target,
+        mech.name()
+    );
+    out.push_str("\t.text\n");
+    let mut frame_sizes = Vec::with_capacity(p.functions.len());
+    let mut rodata = String::new();
+    for (i, f) in p.functions.iter().enumerate() {
+        let err = |message: String| EmitError {
+            function: Some(f.name.clone()),
+            message,
+        };
+        let vcode = isel::lower_function(p, i, opts.target, mech).map_err(err)?;
+        let printed = print::print_function(p, i, &vcode, opts.target, mech).map_err(err)?;
+        out.push_str(&printed.text);
+        rodata.push_str(&printed.rodata);
+        frame_sizes.push(printed.frame_size);
+    }
+    emit_data(p, opts, mech, &frame_sizes, &rodata, &mut out);
+    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
+    Ok(out)
+}
+
+fn emit_data(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    mech: &dyn Mechanism,
+    frame_sizes: &[u32],
+    rodata: &str,
+    out: &mut String,
+) {
+    out.push_str("\t.section .rodata\n");
+    out.push_str("\t.p2align 4\n");
+    out.push_str(".Lcmm_sign_mask:\n\t.quad 0x8000000000000000, 0\n");
+    out.push_str(rodata);
+    for d in &p.data {
+        let section = if d.writable {
+            match d.kind {
+                DataKind::Zeroed => ".bss",
+                _ => ".data",
+            }
+        } else {
+            ".rodata"
+        };
+        let _ = writeln!(out, "\t.section {section}");
+        if d.exported {
+            let _ = writeln!(out, "\t.globl {}", d.symbol);
+        }
+        let _ = writeln!(out, "\t.p2align {}", d.align.max(1).trailing_zeros());
+        let _ = writeln!(out, "\t.type {}, @object", d.symbol);
+        let _ = writeln!(out, "\t.size {}, {}", d.symbol, d.size);
+        let _ = writeln!(out, "{}:", d.symbol);
+        match &d.kind {
+            DataKind::Zeroed => {
+                let _ = writeln!(out, "\t.zero {}", d.size.max(1));
+            }
+            DataKind::Bytes(bytes) => {
+                for chunk in bytes.chunks(16) {
+                    let list: Vec<String> = chunk.iter().map(|b| b.to_string()).collect();
+                    let _ = writeln!(out, "\t.byte {}", list.join(", "));
+                }
+            }
+            DataKind::FrameSize { function } => {
+                let size = frame_sizes.get(*function as usize).copied().unwrap_or(0);
+                let _ = writeln!(
+                    out,
+                    "\t.long {size}\t# frame of {}",
+                    p.functions
+                        .get(*function as usize)
+                        .map_or("?", |f| f.symbol.as_str())
+                );
+            }
+        }
+    }
+    out.push_str("\t.section .rodata\n\t.globl __cmm_abi\n\t.p2align 2\n");
+    out.push_str("\t.type __cmm_abi, @object\n\t.size __cmm_abi, 4\n");
+    let _ = writeln!(
+        out,
+        "__cmm_abi:\n\t.long {}\t# {}",
+        mech.abi_id(),
+        mech.name()
+    );
+    let _ = opts;
+}

@@ -1,0 +1,835 @@
+//! Register allocation with regalloc2, frame layout and assembly printing of one function.
+//!
+//! Frame (higher addresses up; see `ARCHITECTURE.md`, "Emission stage"):
+//!
+//! ```text
+//!   | incoming args, return address (placement per mechanism) |
+//!   +---------------------------------------------------------+ <- esp at entry
+//!   | padding (keeps the body's esp 16-byte aligned)           |
+//!   | Cranelift stack slots (address-taken locals, arrays)     | <- esp + spill_bytes
+//!   | regalloc2 spill slots, 8 bytes each                      | <- esp
+//!   +---------------------------------------------------------+
+//! ```
+//!
+//! Inside a call sequence the pushes move `esp`; the printer tracks the pushed bytes (`depth`)
+//! and adds them to every stack-relative address it prints.
+
+use std::fmt::Write;
+
+use regalloc2::{
+    Allocation, Block, Function as _, InstOrEdit, MachineEnv, PRegSet, RegClass, RegallocOptions,
+};
+
+use super::isel::{arg_slot_size, stack_slots_size};
+use super::mech::{CallSite, FrameInfo, Mechanism};
+use super::regs::{self, Width};
+use super::vcode::*;
+use super::Target;
+use crate::lower::LoweredProgram;
+
+type R<T> = Result<T, String>;
+
+/// The printed text of one function.
+pub struct Printed {
+    pub text: String,
+    /// Constant-pool entries, placed in `.rodata`.
+    pub rodata: String,
+    /// The value of the function's frame-size cell (`stacksizeof`): everything one activation
+    /// occupies on the stack, i.e. arguments, return address and frame.
+    pub frame_size: u32,
+}
+
+/// The regalloc2 environment of a target under a mechanism.
+pub fn machine_env(target: Target, mech: &dyn Mechanism) -> MachineEnv {
+    let reserved = mech.reserved_regs(target);
+    let mut gprs = PRegSet::empty();
+    for g in regs::allocatable_gprs(target) {
+        let r = regs::gpr(g);
+        if !reserved.contains(&r) {
+            gprs.add(r);
+        }
+    }
+    let mut xmms = PRegSet::empty();
+    for x in 0..regs::num_xmms(target) {
+        xmms.add(regs::xmm(x));
+    }
+    MachineEnv {
+        preferred_regs_by_class: [gprs, xmms, PRegSet::empty()],
+        non_preferred_regs_by_class: [PRegSet::empty(), PRegSet::empty(), PRegSet::empty()],
+        scratch_by_class: [None, None, None],
+        fixed_stack_slots: Vec::new(),
+    }
+}
+
+struct Printer<'a> {
+    target: Target,
+    mech: &'a dyn Mechanism,
+    fi: usize,
+    out: String,
+    rodata: String,
+    /// Bytes pushed since the body's stack pointer (inside call sequences).
+    depth: u32,
+    spill_bytes: u32,
+    frame: FrameInfo<'a>,
+    /// Offset of the first incoming argument from the body's stack pointer.
+    args_at: u32,
+    labels: u32,
+    consts: Vec<u64>,
+}
+
+/// Allocates registers for `vc` and prints function `index` of `p`.
+pub fn print_function(
+    p: &LoweredProgram,
+    index: usize,
+    vc: &VCode,
+    target: Target,
+    mech: &dyn Mechanism,
+) -> R<Printed> {
+    let lf = &p.functions[index];
+    let env = machine_env(target, mech);
+    let opts = RegallocOptions {
+        verbose_log: false,
+        validate_ssa: cfg!(debug_assertions),
+        ..Default::default()
+    };
+    let ra = regalloc2::run(vc, &env, &opts).map_err(|e| format!("register allocation: {e:?}"))?;
+
+    // Frame layout.
+    let spill_bytes = (ra.num_spillslots as u32 * 8).div_ceil(16) * 16;
+    let content = spill_bytes + stack_slots_size(&lf.func);
+    let arg_bytes: u32 = lf
+        .func
+        .signature
+        .params
+        .iter()
+        .map(|a| arg_slot_size(a.value_type, target))
+        .sum();
+    let overhead = mech.call_overhead(target);
+    let pushed = arg_bytes + overhead;
+    let frame_size = (content + pushed).div_ceil(16) * 16 - pushed;
+    let frame = FrameInfo {
+        target,
+        symbol: &lf.symbol,
+        frame_size,
+        arg_bytes,
+    };
+    let mut pr = Printer {
+        target,
+        mech,
+        fi: index,
+        out: String::new(),
+        rodata: String::new(),
+        depth: 0,
+        spill_bytes,
+        frame,
+        args_at: frame_size + mech.entry_arg_offset(target),
+        labels: 0,
+        consts: Vec::new(),
+    };
+    let _ = writeln!(
+        pr.out,
+        "\n# C-- function `{}`: frame {} bytes, {} bytes of arguments, {} spill slots",
+        lf.name, frame_size, arg_bytes, ra.num_spillslots
+    );
+    let _ = writeln!(
+        pr.out,
+        "\t.globl {0}\n\t.type {0}, @function\n\t.p2align 4\n{0}:",
+        lf.symbol
+    );
+    mech.prologue(&frame, &mut pr.out);
+
+    // Blocks that are a lone jump with no moves are not printed; branches go to their target.
+    let nb = vc.num_blocks();
+    let mut trivial = vec![false; nb];
+    for (b, t) in trivial.iter_mut().enumerate() {
+        let items: Vec<_> = ra.block_insts_and_edits(vc, Block::new(b)).collect();
+        *t = b != 0
+            && items.len() == 1
+            && matches!(items[0], InstOrEdit::Inst(i) if matches!(vc.insts[i.index()].kind, Kind::Jmp { .. }));
+    }
+    let resolve = |mut b: Block| -> Block {
+        let mut guard = 0;
+        while trivial[b.index()] && guard < nb {
+            let Kind::Jmp { target } = vc.insts[vc.blocks[b.index()].start as usize].kind else {
+                break;
+            };
+            b = target;
+            guard += 1;
+        }
+        b
+    };
+    for b in 0..nb {
+        if trivial[b] {
+            continue;
+        }
+        let next = (b + 1..nb).find(|&n| !trivial[n]).map(Block::new);
+        let _ = writeln!(pr.out, "{}:", pr.label(Block::new(b)));
+        for item in ra.block_insts_and_edits(vc, Block::new(b)) {
+            match item {
+                InstOrEdit::Edit(regalloc2::Edit::Move { from, to }) => pr.mov(*from, *to)?,
+                InstOrEdit::Inst(i) => {
+                    let inst = &vc.insts[i.index()];
+                    let allocs = ra.inst_allocs(i);
+                    pr.inst(inst, allocs, &resolve, next)?;
+                }
+            }
+        }
+    }
+    let _ = writeln!(pr.out, "\t.size {0}, .-{0}", lf.symbol);
+    for (k, bits) in pr.consts.iter().enumerate() {
+        let _ = writeln!(
+            pr.rodata,
+            "\t.p2align 3\n.LCf{}_{}:\n\t.quad {:#x}\t# {}",
+            index,
+            k,
+            bits,
+            f64::from_bits(*bits)
+        );
+    }
+    Ok(Printed {
+        text: pr.out,
+        rodata: pr.rodata,
+        frame_size: frame_size + pushed,
+    })
+}
+
+fn ptr_kw(w: Width) -> &'static str {
+    match w {
+        Width::B8 => "byte",
+        Width::B32 => "dword",
+        Width::B64 => "qword",
+    }
+}
+
+impl<'a> Printer<'a> {
+    fn label(&self, b: Block) -> String {
+        format!(".Lf{}b{}", self.fi, b.index())
+    }
+
+    fn local_label(&mut self, what: &str) -> String {
+        self.labels += 1;
+        format!(".Lf{}{}{}", self.fi, what, self.labels)
+    }
+
+    fn line(&mut self, s: impl AsRef<str>) {
+        self.out.push('\t');
+        self.out.push_str(s.as_ref());
+        self.out.push('\n');
+    }
+
+    /// The address of spill slot `slot` from the current stack pointer.
+    fn spill_addr(&self, slot: usize) -> String {
+        format!("[{} + {}]", self.target.sp(), slot as u32 * 8 + self.depth)
+    }
+
+    fn reg(&self, a: Allocation, w: Width) -> R<&'static str> {
+        a.as_reg()
+            .map(|r| regs::name(r, w))
+            .ok_or_else(|| format!("expected a register, got {a}"))
+    }
+
+    /// A register or spill slot operand of width `w` (`qword` for doubles).
+    fn rm(&self, a: Allocation, w: Width) -> R<String> {
+        if let Some(r) = a.as_reg() {
+            return Ok(regs::name(r, w).to_string());
+        }
+        match a.as_stack() {
+            Some(s) => Ok(format!("{} ptr {}", ptr_kw(w), self.spill_addr(s.index()))),
+            None => Err("operand without allocation".into()),
+        }
+    }
+
+    /// The native width of integer registers on the target.
+    fn word(&self) -> Width {
+        match self.target {
+            Target::I686 => Width::B32,
+            Target::X86_64 => Width::B64,
+        }
+    }
+
+    fn amode(&self, a: &Amode, allocs: &[Allocation]) -> R<String> {
+        let aw = self.word();
+        let mut parts: Vec<String> = Vec::new();
+        let mut disp = i64::from(a.disp);
+        match &a.base {
+            Base::None => {}
+            Base::Reg(o) => parts.push(self.reg(allocs[*o as usize], aw)?.to_string()),
+            Base::Slot(off) => {
+                parts.push(self.target.sp().to_string());
+                disp += i64::from(self.spill_bytes + off + self.depth);
+            }
+            Base::Sym(s) => {
+                if self.target == Target::X86_64 && a.index.is_none() {
+                    parts.push("rip".into());
+                }
+                parts.push(s.clone());
+            }
+        }
+        if let Some((o, scale)) = a.index {
+            let r = self.reg(allocs[o as usize], aw)?;
+            parts.push(if scale == 1 {
+                r.to_string()
+            } else {
+                format!("{r}*{scale}")
+            });
+        }
+        let mut s = parts.join(" + ");
+        if disp > 0 || parts.is_empty() {
+            if s.is_empty() {
+                s = disp.to_string();
+            } else {
+                let _ = write!(s, " + {disp}");
+            }
+        } else if disp < 0 {
+            let _ = write!(s, " - {}", -disp);
+        }
+        Ok(format!("[{s}]"))
+    }
+
+    /// A move inserted by the register allocator.
+    fn mov(&mut self, from: Allocation, to: Allocation) -> R<()> {
+        if from == to {
+            return Ok(());
+        }
+        let class = from
+            .as_reg()
+            .or(to.as_reg())
+            .map(|r| r.class())
+            .unwrap_or(RegClass::Int);
+        let w = self.word();
+        let line = match (from.as_reg(), to.as_reg(), class) {
+            (Some(f), Some(t), RegClass::Float) => {
+                format!("movapd {}, {}", regs::name(t, w), regs::name(f, w))
+            }
+            (Some(f), Some(t), _) => format!("mov {}, {}", regs::name(t, w), regs::name(f, w)),
+            (Some(f), None, RegClass::Float) => {
+                format!("movsd {}, {}", self.rm(to, Width::B64)?, regs::name(f, w))
+            }
+            (Some(f), None, _) => format!("mov {}, {}", self.rm(to, w)?, regs::name(f, w)),
+            (None, Some(t), RegClass::Float) => {
+                format!("movsd {}, {}", regs::name(t, w), self.rm(from, Width::B64)?)
+            }
+            (None, Some(t), _) => format!("mov {}, {}", regs::name(t, w), self.rm(from, w)?),
+            (None, None, _) => return Err("stack-to-stack move".into()),
+        };
+        self.line(line);
+        Ok(())
+    }
+
+    fn jump_to(&mut self, target: Block, next: Option<Block>) {
+        if Some(target) != next {
+            let l = self.label(target);
+            self.line(format!("jmp {l}"));
+        }
+    }
+
+    /// Conditional branch on `cc` to `t`, else `f`.
+    fn branch(&mut self, cc: Cc, t: Block, f: Block, next: Option<Block>) {
+        if Some(f) == next {
+            let l = self.label(t);
+            self.line(format!("j{} {l}", cc.suffix()));
+        } else if Some(t) == next {
+            let l = self.label(f);
+            self.line(format!("j{} {l}", cc.invert().suffix()));
+        } else {
+            let l = self.label(t);
+            self.line(format!("j{} {l}", cc.suffix()));
+            self.jump_to(f, next);
+        }
+    }
+
+    fn cmp(&mut self, w: Width, a: Allocation, b: Rmi, allocs: &[Allocation]) -> R<()> {
+        let ra = self.reg(a, w)?;
+        match b {
+            Rmi::Imm(0) => self.line(format!("test {ra}, {ra}")),
+            Rmi::Imm(i) => self.line(format!("cmp {ra}, {i}")),
+            Rmi::Op(o) => {
+                let rb = self.rm(allocs[o as usize], w)?;
+                self.line(format!("cmp {ra}, {rb}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn ucomisd(&mut self, a: Allocation, b: Allocation) -> R<()> {
+        let ra = self.reg(a, Width::B64)?;
+        let rb = self.rm(b, Width::B64)?;
+        self.line(format!("ucomisd {ra}, {rb}"));
+        Ok(())
+    }
+
+    fn const_label(&mut self, bits: u64) -> String {
+        let k = match self.consts.iter().position(|&c| c == bits) {
+            Some(k) => k,
+            None => {
+                self.consts.push(bits);
+                self.consts.len() - 1
+            }
+        };
+        self.sym_mem(&format!(".LCf{}_{}", self.fi, k))
+    }
+
+    /// A memory operand at a symbol (RIP-relative on x86-64).
+    fn sym_mem(&self, sym: &str) -> String {
+        match self.target {
+            Target::X86_64 => format!("[rip + {sym}]"),
+            Target::I686 => format!("[{sym}]"),
+        }
+    }
+
+    fn push_arg(&mut self, a: Allocation, kind: ArgKind) -> R<u32> {
+        let sp = self.target.sp();
+        match (kind, a.as_reg()) {
+            (ArgKind::Int(_), Some(r)) => {
+                let n = regs::name(r, self.word());
+                self.line(format!("push {n}"));
+                self.depth += self.target.slot();
+                Ok(self.target.slot())
+            }
+            (ArgKind::Int(_), None) => {
+                let m = self.rm(a, self.word())?;
+                self.line(format!("push {m}"));
+                self.depth += self.target.slot();
+                Ok(self.target.slot())
+            }
+            (ArgKind::F64, Some(r)) => {
+                self.line(format!("sub {sp}, 8"));
+                self.line(format!(
+                    "movsd qword ptr [{sp}], {}",
+                    regs::name(r, Width::B64)
+                ));
+                self.depth += 8;
+                Ok(8)
+            }
+            (ArgKind::F64, None) => {
+                let slot = a.as_stack().ok_or("argument without allocation")?.index() as u32 * 8;
+                match self.target {
+                    Target::X86_64 => {
+                        self.line(format!("push qword ptr [rsp + {}]", slot + self.depth));
+                        self.depth += 8;
+                    }
+                    Target::I686 => {
+                        // High half first: it lives at the higher address.
+                        self.line(format!("push dword ptr [esp + {}]", slot + 4 + self.depth));
+                        self.depth += 4;
+                        self.line(format!("push dword ptr [esp + {}]", slot + self.depth));
+                        self.depth += 4;
+                    }
+                }
+                Ok(8)
+            }
+        }
+    }
+
+    fn inst(
+        &mut self,
+        inst: &Inst,
+        al: &[Allocation],
+        resolve: &dyn Fn(Block) -> Block,
+        next: Option<Block>,
+    ) -> R<()> {
+        let a = |o: Op| al[o as usize];
+        match &inst.kind {
+            Kind::LoadArg { dst, offset, mem } => {
+                let sp = self.target.sp();
+                let at = self.args_at + offset;
+                match mem {
+                    Mem::F64 => {
+                        let d = self.reg(a(*dst), Width::B64)?;
+                        self.line(format!("movsd {d}, qword ptr [{sp} + {at}]"));
+                    }
+                    Mem::I64 => {
+                        let d = self.reg(a(*dst), Width::B64)?;
+                        self.line(format!("mov {d}, qword ptr [{sp} + {at}]"));
+                    }
+                    _ => {
+                        let d = self.reg(a(*dst), Width::B32)?;
+                        self.line(format!("mov {d}, dword ptr [{sp} + {at}]"));
+                    }
+                }
+            }
+            Kind::MovImm { dst, imm, w } => {
+                let d32 = self.reg(a(*dst), Width::B32)?;
+                if *imm == 0 {
+                    self.line(format!("xor {d32}, {d32}"));
+                } else if *w == Width::B32 || (0..=u32::MAX as i64).contains(imm) {
+                    self.line(format!(
+                        "mov {d32}, {}",
+                        if *w == Width::B32 {
+                            *imm as i32 as i64
+                        } else {
+                            *imm
+                        }
+                    ));
+                } else {
+                    let d = self.reg(a(*dst), Width::B64)?;
+                    self.line(format!("mov {d}, {imm}"));
+                }
+            }
+            Kind::ZeroF64 { dst } => {
+                let d = self.reg(a(*dst), Width::B64)?;
+                self.line(format!("xorps {d}, {d}"));
+            }
+            Kind::LoadConstF64 { dst, bits } => {
+                let d = self.reg(a(*dst), Width::B64)?;
+                let m = self.const_label(*bits);
+                self.line(format!("movsd {d}, qword ptr {m}"));
+            }
+            Kind::Copy { dst, src, class } => {
+                if a(*dst) != a(*src) {
+                    let _ = class;
+                    self.mov(a(*src), a(*dst))?;
+                }
+            }
+            Kind::Alu {
+                op,
+                w,
+                dst,
+                a: _,
+                b,
+            } => {
+                let d = self.reg(a(*dst), *w)?;
+                let src = match b {
+                    Rmi::Imm(i) => i.to_string(),
+                    Rmi::Op(o) => self.rm(a(*o), *w)?,
+                };
+                self.line(format!("{} {d}, {src}", op.mnemonic()));
+            }
+            Kind::Imul { w, dst, a: _, b } => {
+                let d = self.reg(a(*dst), *w)?;
+                let s = self.rm(a(*b), *w)?;
+                self.line(format!("imul {d}, {s}"));
+            }
+            Kind::ImulImm { w, dst, src, imm } => {
+                let d = self.reg(a(*dst), *w)?;
+                let s = self.rm(a(*src), *w)?;
+                self.line(format!("imul {d}, {s}, {imm}"));
+            }
+            Kind::Neg { w, dst, .. } => {
+                let d = self.reg(a(*dst), *w)?;
+                self.line(format!("neg {d}"));
+            }
+            Kind::Not { w, dst, .. } => {
+                let d = self.reg(a(*dst), *w)?;
+                self.line(format!("not {d}"));
+            }
+            Kind::Shift {
+                op, w, dst, amt, ..
+            } => {
+                let d = self.reg(a(*dst), *w)?;
+                let m = match op {
+                    ShiftOp::Shl => "shl",
+                    ShiftOp::Sar => "sar",
+                    ShiftOp::Shr => "shr",
+                };
+                match amt {
+                    Rmi::Imm(0) => {}
+                    Rmi::Imm(i) => self.line(format!("{m} {d}, {i}")),
+                    Rmi::Op(_) => self.line(format!("{m} {d}, cl")),
+                }
+            }
+            Kind::Sext8 { dst, .. } => {
+                let d = self.reg(a(*dst), Width::B32)?;
+                match self.target {
+                    Target::X86_64 => {
+                        let d8 = self.reg(a(*dst), Width::B8)?;
+                        self.line(format!("movsx {d}, {d8}"));
+                    }
+                    Target::I686 => {
+                        self.line(format!("shl {d}, 24"));
+                        self.line(format!("sar {d}, 24"));
+                    }
+                }
+            }
+            Kind::Sext32To64 { dst, src } => {
+                let d = self.reg(a(*dst), Width::B64)?;
+                let s = self.rm(a(*src), Width::B32)?;
+                self.line(format!("movsxd {d}, {s}"));
+            }
+            Kind::Zext32To64 { dst, src } => {
+                let d = self.reg(a(*dst), Width::B32)?;
+                let s = self.rm(a(*src), Width::B32)?;
+                self.line(format!("mov {d}, {s}"));
+            }
+            Kind::SignHi { w, .. } => self.line(if *w == Width::B64 { "cqo" } else { "cdq" }),
+            Kind::ZeroHi { .. } => self.line("xor edx, edx"),
+            Kind::Div {
+                signed, w, divisor, ..
+            } => {
+                let s = self.rm(a(*divisor), *w)?;
+                self.line(format!("{} {s}", if *signed { "idiv" } else { "div" }));
+            }
+            Kind::Setcc {
+                cc,
+                w,
+                a: x,
+                b,
+                dst,
+            } => {
+                self.cmp(*w, a(*x), *b, al)?;
+                let d8 = self.reg(a(*dst), Width::B8)?;
+                let d = self.reg(a(*dst), Width::B32)?;
+                self.line(format!("set{} {d8}", cc.suffix()));
+                self.line(format!("movzx {d}, {d8}"));
+            }
+            Kind::FSetcc {
+                cond,
+                a: x,
+                b,
+                dst,
+                tmp,
+            } => {
+                self.ucomisd(a(*x), a(*b))?;
+                let d8 = self.reg(a(*dst), Width::B8)?;
+                let d = self.reg(a(*dst), Width::B32)?;
+                let t8 = self.reg(a(*tmp), Width::B8)?;
+                match cond {
+                    FCond::Eq => {
+                        self.line(format!("sete {d8}"));
+                        self.line(format!("setnp {t8}"));
+                        self.line(format!("and {d8}, {t8}"));
+                    }
+                    FCond::Ne => {
+                        self.line(format!("setne {d8}"));
+                        self.line(format!("setp {t8}"));
+                        self.line(format!("or {d8}, {t8}"));
+                    }
+                    FCond::Simple(cc) => self.line(format!("set{} {d8}", cc.suffix())),
+                }
+                self.line(format!("movzx {d}, {d8}"));
+            }
+            Kind::Select {
+                w,
+                c,
+                t,
+                dst,
+                class,
+                ..
+            } => {
+                let c32 = self.reg(a(*c), Width::B32)?;
+                self.line(format!("test {c32}, {c32}"));
+                if *class == RegClass::Float {
+                    let skip = self.local_label("sel");
+                    let d = self.reg(a(*dst), Width::B64)?;
+                    let tr = self.reg(a(*t), Width::B64)?;
+                    self.line(format!("je {skip}"));
+                    self.line(format!("movapd {d}, {tr}"));
+                    let _ = writeln!(self.out, "{skip}:");
+                } else {
+                    let d = self.reg(a(*dst), *w)?;
+                    let tr = self.reg(a(*t), *w)?;
+                    self.line(format!("cmovne {d}, {tr}"));
+                }
+            }
+            Kind::Load { mem, dst, addr } => {
+                let m = self.amode(addr, al)?;
+                let line = match mem {
+                    Mem::S8 => format!("movsx {}, byte ptr {m}", self.reg(a(*dst), Width::B32)?),
+                    Mem::U8 => format!("movzx {}, byte ptr {m}", self.reg(a(*dst), Width::B32)?),
+                    Mem::I32 => format!("mov {}, dword ptr {m}", self.reg(a(*dst), Width::B32)?),
+                    Mem::I64 => format!("mov {}, qword ptr {m}", self.reg(a(*dst), Width::B64)?),
+                    Mem::F64 => format!("movsd {}, qword ptr {m}", self.reg(a(*dst), Width::B64)?),
+                };
+                self.line(line);
+            }
+            Kind::Store { mem, src, addr } => {
+                let m = self.amode(addr, al)?;
+                let line = match mem {
+                    Mem::S8 | Mem::U8 => {
+                        format!("mov byte ptr {m}, {}", self.reg(a(*src), Width::B8)?)
+                    }
+                    Mem::I32 => format!("mov dword ptr {m}, {}", self.reg(a(*src), Width::B32)?),
+                    Mem::I64 => format!("mov qword ptr {m}, {}", self.reg(a(*src), Width::B64)?),
+                    Mem::F64 => format!("movsd qword ptr {m}, {}", self.reg(a(*src), Width::B64)?),
+                };
+                self.line(line);
+            }
+            Kind::StoreImm { mem, imm, addr } => {
+                let m = self.amode(addr, al)?;
+                let line = match mem {
+                    Mem::S8 | Mem::U8 => format!("mov byte ptr {m}, {}", *imm as i8),
+                    Mem::I32 => format!("mov dword ptr {m}, {imm}"),
+                    Mem::I64 => format!("mov qword ptr {m}, {imm}"),
+                    Mem::F64 => return Err("immediate double store".into()),
+                };
+                self.line(line);
+            }
+            Kind::Lea { w, dst, addr } => {
+                let m = self.amode(addr, al)?;
+                let d = self.reg(a(*dst), *w)?;
+                self.line(format!("lea {d}, {m}"));
+            }
+            Kind::FAlu { op, dst, b, .. } => {
+                let d = self.reg(a(*dst), Width::B64)?;
+                let s = self.rm(a(*b), Width::B64)?;
+                let m = match op {
+                    FOp::Add => "addsd",
+                    FOp::Sub => "subsd",
+                    FOp::Mul => "mulsd",
+                    FOp::Div => "divsd",
+                };
+                self.line(format!("{m} {d}, {s}"));
+            }
+            Kind::FNeg { dst, .. } => {
+                let d = self.reg(a(*dst), Width::B64)?;
+                let m = self.sym_mem(".Lcmm_sign_mask");
+                self.line(format!("xorpd {d}, xmmword ptr {m}"));
+            }
+            Kind::CvtI2F { w, dst, src } => {
+                let d = self.reg(a(*dst), Width::B64)?;
+                let s = self.rm(a(*src), *w)?;
+                self.line(format!("xorps {d}, {d}"));
+                self.line(format!("cvtsi2sd {d}, {s}"));
+            }
+            Kind::CvtF2I { w, dst, src } => {
+                let d = self.reg(a(*dst), *w)?;
+                let s = self.rm(a(*src), Width::B64)?;
+                self.line(format!("cvttsd2si {d}, {s}"));
+            }
+            Kind::CvtF2ISat { w, dst, src, tmp } => {
+                let d = self.reg(a(*dst), *w)?;
+                let s = self.reg(a(*src), Width::B64)?;
+                let t = self.reg(a(*tmp), Width::B64)?;
+                let done = self.local_label("satdone");
+                let nan = self.local_label("satnan");
+                let max = if *w == Width::B64 {
+                    i64::MAX
+                } else {
+                    i64::from(i32::MAX)
+                };
+                self.line(format!("cvttsd2si {d}, {s}"));
+                // Only the "integer indefinite" result overflows `cmp d, 1`.
+                self.line(format!("cmp {d}, 1"));
+                self.line(format!("jno {done}"));
+                self.line(format!("xorpd {t}, {t}"));
+                self.line(format!("ucomisd {s}, {t}"));
+                self.line(format!("jp {nan}"));
+                self.line(format!("jbe {done}"));
+                self.line(format!("mov {d}, {max}"));
+                self.line(format!("jmp {done}"));
+                let _ = writeln!(self.out, "{nan}:");
+                let d32 = self.reg(a(*dst), Width::B32)?;
+                self.line(format!("xor {d32}, {d32}"));
+                let _ = writeln!(self.out, "{done}:");
+            }
+            Kind::Jmp { target } => self.jump_to(resolve(*target), next),
+            Kind::BrCmp {
+                cc,
+                w,
+                a: x,
+                b,
+                t,
+                f,
+            } => {
+                self.cmp(*w, a(*x), *b, al)?;
+                self.branch(*cc, resolve(*t), resolve(*f), next);
+            }
+            Kind::BrFCmp {
+                cond,
+                a: x,
+                b,
+                t,
+                f,
+            } => {
+                self.ucomisd(a(*x), a(*b))?;
+                let (t, f) = (resolve(*t), resolve(*f));
+                match cond {
+                    FCond::Simple(cc) => self.branch(*cc, t, f, next),
+                    FCond::Eq => {
+                        let (lt, lf) = (self.label(t), self.label(f));
+                        self.line(format!("jp {lf}"));
+                        self.line(format!("je {lt}"));
+                        self.jump_to(f, next);
+                    }
+                    FCond::Ne => {
+                        let lt = self.label(t);
+                        self.line(format!("jne {lt}"));
+                        self.line(format!("jp {lt}"));
+                        self.jump_to(f, next);
+                    }
+                }
+            }
+            Kind::Call(info) => self.call(info, al)?,
+            Kind::Ret { .. } => {
+                let frame = self.frame;
+                self.mech.epilogue(&frame, &mut self.out);
+            }
+            Kind::Trap => self.line("ud2"),
+        }
+        Ok(())
+    }
+
+    fn call(&mut self, info: &CallInfo, al: &[Allocation]) -> R<()> {
+        let sp = self.target.sp();
+        if !info.external {
+            let ret_label = self.local_label("ret");
+            let arg_bytes: u32 = info
+                .stack_args
+                .iter()
+                .map(|s| match s.kind {
+                    ArgKind::F64 => 8,
+                    ArgKind::Int(_) => self.target.slot(),
+                })
+                .sum();
+            let site = CallSite {
+                target: self.target,
+                callee: &info.symbol,
+                arg_bytes,
+                return_label: &ret_label,
+            };
+            let mut pre = String::new();
+            self.depth += self.mech.call_prefix(&site, &mut pre);
+            self.out.push_str(&pre);
+            for s in info.stack_args.iter().rev() {
+                self.push_arg(al[s.op as usize], s.kind)?;
+            }
+            let mut post = String::new();
+            self.mech.call_suffix(&site, &mut post);
+            self.out.push_str(&post);
+            self.depth = 0;
+            return Ok(());
+        }
+        // A C function: cdecl (i686) or System V (x86-64), 16-byte aligned at the call.
+        let arg_bytes: u32 = info
+            .stack_args
+            .iter()
+            .map(|s| match s.kind {
+                ArgKind::F64 => 8,
+                ArgKind::Int(_) => self.target.slot(),
+            })
+            .sum();
+        let pad = (16 - arg_bytes % 16) % 16;
+        if pad != 0 {
+            self.line(format!("sub {sp}, {pad}"));
+            self.depth += pad;
+        }
+        for s in info.stack_args.iter().rev() {
+            self.push_arg(al[s.op as usize], s.kind)?;
+        }
+        if let Some(n) = info.variadic_vec_regs {
+            self.line(format!("mov eax, {n}"));
+        }
+        self.line(format!("call {}", info.symbol));
+        let mut cleanup = pad + arg_bytes;
+        if info.x87_ret {
+            if matches!(info.ret, Some((_, RetKind::F64))) {
+                if cleanup < 8 {
+                    self.line(format!("sub {sp}, 8"));
+                    cleanup += 8;
+                }
+                self.line(format!("fstp qword ptr [{sp}]"));
+                self.line(format!("movsd xmm0, qword ptr [{sp}]"));
+            } else {
+                self.line("fstp st(0)");
+            }
+        }
+        if let Some((_, RetKind::Char)) = info.ret {
+            self.line("movsx eax, al");
+        }
+        if cleanup != 0 {
+            self.line(format!("add {sp}, {cleanup}"));
+        }
+        self.depth = 0;
+        Ok(())
+    }
+}

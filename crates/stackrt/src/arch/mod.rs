@@ -1,0 +1,7 @@
+//! Per-architecture assembly of the runtime: the entry trampolines of the emission stage's
+//! mechanisms (one module per architecture, selected by the target being built).
+
+#[cfg(target_arch = "x86")]
+mod i686;
+#[cfg(target_arch = "x86_64")]
+mod x86_64;

@@ -1,0 +1,64 @@
+//! Calling into C-- code under the mechanism an object was compiled with.
+//!
+//! The compiled object names its convention in the `__cmm_abi` data symbol (ids in
+//! [`crate::abi`]); [`enter`] calls a C-- function through the matching entry trampoline of
+//! [`crate::arch`]. Program start (`main` → `cmm_main(argc, argv)`) and thread start
+//! (`sthread_create` → `fp(arg)`) both go through it.
+
+use core::ffi::c_void;
+
+use crate::abi::{ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_TRADITIONAL as TRADITIONAL};
+use crate::start::StartRoutine;
+
+extern "C" {
+    fn stackrt_enter_traditional(fp: usize, a0: usize, a1: usize) -> usize;
+    fn stackrt_enter_callee_cleanup(fp: usize, a0: usize, a1: usize) -> usize;
+}
+
+/// Whether [`enter`] knows the convention `abi`.
+pub fn is_emitted_abi(abi: u32) -> bool {
+    abi == TRADITIONAL || abi == CALLEE_CLEANUP
+}
+
+/// Calls the C-- function at `fp` with the arguments `a0, a1` (a function declaring fewer
+/// parameters ignores the rest) under the emitted convention `abi`, and returns its integer
+/// result register. Returns `None` if `abi` is not one of the emission stage's conventions.
+///
+/// # Safety
+/// `fp` must be the address of a C-- function compiled for convention `abi` whose parameters
+/// are word-sized (ints or pointers) and at most two, and whose body is safe to run with
+/// these arguments.
+pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> {
+    match abi {
+        // SAFETY: the caller guarantees `fp` follows the traditional convention; the trampoline
+        // saves every register the C ABI requires and restores the stack pointer.
+        TRADITIONAL => Some(unsafe { stackrt_enter_traditional(fp, a0, a1) }),
+        // SAFETY: as above for the callee-cleanup convention; the trampoline recovers its stack
+        // pointer whatever number of arguments the callee pops.
+        CALLEE_CLEANUP => Some(unsafe { stackrt_enter_callee_cleanup(fp, a0, a1) }),
+        _ => None,
+    }
+}
+
+/// What a thread started under an emitted convention runs: `fp(arg)` entered with `abi`.
+struct ThreadStart {
+    abi: u32,
+    fp: usize,
+    arg: usize,
+}
+
+/// The `pthread_create` start routine and argument that run the C-- function at `fp` with
+/// `arg` under the emitted convention `abi` (see [`enter`]).
+pub fn thread_routine(abi: u32, fp: usize, arg: *mut c_void) -> (StartRoutine, *mut c_void) {
+    let start = Box::new(ThreadStart { abi, fp, arg: arg as usize });
+    (emitted_thread_entry, Box::into_raw(start).cast())
+}
+
+extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the `Box<ThreadStart>` leaked by `thread_routine` for exactly this thread.
+    let start = unsafe { Box::from_raw(p.cast::<ThreadStart>()) };
+    // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
+    // compiled with the program's convention `abi`.
+    let r = unsafe { enter(start.abi, start.fp, start.arg, 0) };
+    r.unwrap_or(0) as *mut c_void
+}
