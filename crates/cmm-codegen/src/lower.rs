@@ -21,7 +21,8 @@
 //! - **Locals.** Locals with `needs_memory` are explicit stack slots (size and alignment of the
 //!   local) addressed with `stack_addr`; the others are cranelift-frontend `Variable`s,
 //!   initialised to zero at entry.
-//! - **Calls.** Every C-- call is a plain `call` (never inlined, never a tail call). A call to a
+//! - **Calls.** Every C-- call is a plain `call` (never inlined, never a tail call); arguments are
+//!   evaluated right to left, as gcc does on x86 (C leaves the order unspecified). A call to a
 //!   variadic extern imports the extern with a per-call-site signature: the fixed parameters
 //!   followed by the (already promoted) argument types; the signature's params are then longer
 //!   than [`ExternDecl::signature`], whose params are only the fixed ones.
@@ -36,19 +37,17 @@
 
 use std::collections::HashMap;
 
-use cmm_front::typed::{
-    self, BinaryOp, Callee, Expr, ExprKind, Place, PlaceKind, Stmt, UnaryOp,
-};
+use cmm_front::typed::{self, BinaryOp, Callee, Expr, ExprKind, Place, PlaceKind, Stmt, UnaryOp};
 use cmm_front::types::{size_of, Type as CType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    self, types, AbiParam, ArgumentExtension, Block, BlockArg, ExtFuncData, ExternalName,
-    FuncRef, GlobalValue, GlobalValueData, InstBuilder, MemFlagsData, Signature, StackSlot,
-    StackSlotData, StackSlotKind, UserExternalName, UserFuncName, Value,
+    self, types, AbiParam, ArgumentExtension, Block, BlockArg, ExtFuncData, ExternalName, FuncRef,
+    GlobalValue, GlobalValueData, InstBuilder, MemFlagsData, Signature, StackSlot, StackSlotData,
+    StackSlotKind, UserExternalName, UserFuncName, Value,
 };
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
-use target_lexicon::PointerWidth;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
+use target_lexicon::PointerWidth;
 
 /// `UserExternalName::namespace` of functions (C-- functions, then externs).
 pub const FUNC_NAMESPACE: u32 = 0;
@@ -109,7 +108,12 @@ impl LoweredProgram {
     pub fn to_clif(&self) -> String {
         let mut out = String::new();
         for f in &self.functions {
-            out.push_str(&format!("; {} ({})\n{}\n", f.name, f.symbol, f.func.display()));
+            out.push_str(&format!(
+                "; {} ({})\n{}\n",
+                f.name,
+                f.symbol,
+                f.func.display()
+            ));
         }
         out
     }
@@ -203,7 +207,10 @@ fn abi_param(ty: &CType, ptr: ir::Type, is_extern: bool) -> Option<AbiParam> {
         CType::Int if is_extern => ArgumentExtension::Sext,
         _ => ArgumentExtension::None,
     };
-    Some(AbiParam { extension: ext, ..AbiParam::new(t) })
+    Some(AbiParam {
+        extension: ext,
+        ..AbiParam::new(t)
+    })
 }
 
 fn function_signature(p: &typed::Program, f: &typed::Function, ptr: ir::Type) -> Signature {
@@ -233,9 +240,16 @@ fn extern_signature(e: &typed::Extern, ptr: ir::Type) -> Signature {
 
 /// Lowers a whole typed program. Never fails: the typed program's invariants are relied upon.
 pub fn lower_program(p: &typed::Program) -> LoweredProgram {
-    let ptr = if p.target.pointer_size == 4 { types::I32 } else { types::I64 };
-    let sigs: Vec<Signature> =
-        p.functions.iter().map(|f| function_signature(p, f, ptr)).collect();
+    let ptr = if p.target.pointer_size == 4 {
+        types::I32
+    } else {
+        types::I64
+    };
+    let sigs: Vec<Signature> = p
+        .functions
+        .iter()
+        .map(|f| function_signature(p, f, ptr))
+        .collect();
     let externs: Vec<ExternDecl> = p
         .externs
         .iter()
@@ -324,7 +338,11 @@ pub fn lower_program(p: &typed::Program) -> LoweredProgram {
 fn frontend_config(ptr: ir::Type) -> TargetFrontendConfig {
     TargetFrontendConfig {
         default_call_conv: CallConv::SystemV,
-        pointer_width: if ptr == types::I32 { PointerWidth::U32 } else { PointerWidth::U64 },
+        pointer_width: if ptr == types::I32 {
+            PointerWidth::U32
+        } else {
+            PointerWidth::U64
+        },
         page_size_align_log2: 12,
     }
 }
@@ -434,7 +452,14 @@ impl FnLower<'_, '_> {
     }
 
     fn default_return(&mut self) {
-        let rets: Vec<ir::Type> = self.b.func.signature.returns.iter().map(|r| r.value_type).collect();
+        let rets: Vec<ir::Type> = self
+            .b
+            .func
+            .signature
+            .returns
+            .iter()
+            .map(|r| r.value_type)
+            .collect();
         let vals: Vec<Value> = rets.into_iter().map(|t| self.zero(t)).collect();
         self.b.ins().return_(&vals);
     }
@@ -447,7 +472,11 @@ impl FnLower<'_, '_> {
             Stmt::If { cond, then, els } => {
                 let then_bb = self.b.create_block();
                 let merge = self.b.create_block();
-                let else_bb = if els.is_some() { self.b.create_block() } else { merge };
+                let else_bb = if els.is_some() {
+                    self.b.create_block()
+                } else {
+                    merge
+                };
                 self.branch(cond, then_bb, else_bb);
                 self.b.switch_to_block(then_bb);
                 self.stmt(then);
@@ -483,7 +512,12 @@ impl FnLower<'_, '_> {
                 self.branch(cond, body_bb, exit);
                 self.b.switch_to_block(exit);
             }
-            Stmt::For { init, cond, step, body } => {
+            Stmt::For {
+                init,
+                cond,
+                step,
+                body,
+            } => {
                 if let Some(i) = init {
                     self.expr(i);
                 }
@@ -639,7 +673,11 @@ impl FnLower<'_, '_> {
             PlaceKind::Deref(e) => PlaceRef::Mem(self.value(e)),
             PlaceKind::Member(base, offset) => {
                 let a = self.place_addr(base);
-                PlaceRef::Mem(if *offset == 0 { a } else { self.b.ins().iadd_imm_s(a, *offset as i64) })
+                PlaceRef::Mem(if *offset == 0 {
+                    a
+                } else {
+                    self.b.ins().iadd_imm_s(a, *offset as i64)
+                })
             }
         }
     }
@@ -689,7 +727,10 @@ impl FnLower<'_, '_> {
             let zero = self.b.ins().iconst(self.ptr, 0);
             self.b.ins().jump(header, &[BlockArg::Value(zero)]);
             self.b.switch_to_block(header);
-            let done = self.b.ins().icmp_imm_s(IntCC::Equal, i, (words * word) as i64);
+            let done = self
+                .b
+                .ins()
+                .icmp_imm_s(IntCC::Equal, i, (words * word) as i64);
             self.b.ins().brif(done, exit, &[], body, &[]);
             self.b.switch_to_block(body);
             let s = self.b.ins().iadd(src, i);
@@ -737,7 +778,9 @@ impl FnLower<'_, '_> {
             ExprKind::StackSizeOf(f) => {
                 let idx = self.lp.frame_size_data(*f);
                 let a = self.data_addr(idx);
-                self.b.ins().load(types::I32, MemFlagsData::trusted().with_readonly(), a, 0)
+                self.b
+                    .ins()
+                    .load(types::I32, MemFlagsData::trusted().with_readonly(), a, 0)
             }
             ExprKind::Load(pl) => self.load_place(pl),
             ExprKind::AddrOf(pl) => self.place_addr(pl),
@@ -780,18 +823,31 @@ impl FnLower<'_, '_> {
                 let b = self.value(r);
                 self.binary(*op, &l.ty, a, b)
             }
-            ExprKind::PtrOffset { ptr: p, index, elem_size, subtract } => {
+            ExprKind::PtrOffset {
+                ptr: p,
+                index,
+                elem_size,
+                subtract,
+            } => {
                 let base = self.value(p);
                 let i = self.value(index);
                 let i = self.int_to_ptr(i, &index.ty);
-                let scaled = if *elem_size == 1 { i } else { self.b.ins().imul_imm_s(i, *elem_size as i64) };
+                let scaled = if *elem_size == 1 {
+                    i
+                } else {
+                    self.b.ins().imul_imm_s(i, *elem_size as i64)
+                };
                 if *subtract {
                     self.b.ins().isub(base, scaled)
                 } else {
                     self.b.ins().iadd(base, scaled)
                 }
             }
-            ExprKind::PtrDiff { lhs, rhs, elem_size } => {
+            ExprKind::PtrDiff {
+                lhs,
+                rhs,
+                elem_size,
+            } => {
                 let a = self.value(lhs);
                 let b = self.value(rhs);
                 let d = self.b.ins().isub(a, b);
@@ -815,9 +871,13 @@ impl FnLower<'_, '_> {
                 let tl = self.truth(l);
                 let short = self.b.ins().iconst(types::I32, if is_and { 0 } else { 1 });
                 if is_and {
-                    self.b.ins().brif(tl, rhs_bb, &[], done, &[BlockArg::Value(short)]);
+                    self.b
+                        .ins()
+                        .brif(tl, rhs_bb, &[], done, &[BlockArg::Value(short)]);
                 } else {
-                    self.b.ins().brif(tl, done, &[BlockArg::Value(short)], rhs_bb, &[]);
+                    self.b
+                        .ins()
+                        .brif(tl, done, &[BlockArg::Value(short)], rhs_bb, &[]);
                 }
                 self.b.switch_to_block(rhs_bb);
                 let tr = self.truth(r);
@@ -843,7 +903,11 @@ impl FnLower<'_, '_> {
     }
 
     fn int_to_ptr(&mut self, v: Value, from: &CType) -> Value {
-        let v = if *from == CType::Char { self.b.ins().sextend(types::I32, v) } else { v };
+        let v = if *from == CType::Char {
+            self.b.ins().sextend(types::I32, v)
+        } else {
+            v
+        };
         if self.ptr == types::I32 {
             v
         } else {
@@ -879,8 +943,16 @@ impl FnLower<'_, '_> {
                 }
             }
             (_, CType::Double) => {
-                let i = if from_t.bits() < 32 { ins.sextend(types::I32, v) } else { v };
-                let i = if from_t.bits() > 32 { self.b.ins().ireduce(types::I32, i) } else { i };
+                let i = if from_t.bits() < 32 {
+                    ins.sextend(types::I32, v)
+                } else {
+                    v
+                };
+                let i = if from_t.bits() > 32 {
+                    self.b.ins().ireduce(types::I32, i)
+                } else {
+                    i
+                };
                 self.b.ins().fcvt_from_sint(types::F64, i)
             }
             _ => {
@@ -941,7 +1013,9 @@ impl FnLower<'_, '_> {
     }
 
     fn call(&mut self, callee: Callee, args: &[Expr]) -> Option<Value> {
-        let vals: Vec<Value> = args.iter().map(|a| self.value(a)).collect();
+        // Arguments are evaluated right to left, as gcc does on x86 (the corpus's oracle).
+        let mut vals: Vec<Value> = args.iter().rev().map(|a| self.value(a)).collect();
+        vals.reverse();
         let (index, sig) = match callee {
             Callee::Function(f) => (f, self.sigs[f as usize].clone()),
             Callee::Extern(j) => {
@@ -952,11 +1026,10 @@ impl FnLower<'_, '_> {
                         sig.params.extend(abi_param(&a.ty, self.ptr, true));
                     }
                 }
-                (self.lp.extern_func_index(j), sig)
+                (self.p.functions.len() as u32 + j, sig)
             }
         };
         // `main`'s IR signature is fixed at (argc, argv); pad or trim calls to it accordingly.
-        let mut vals = vals;
         vals.truncate(sig.params.len());
         while vals.len() < sig.params.len() {
             let t = sig.params[vals.len()].value_type;

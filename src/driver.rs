@@ -1,0 +1,238 @@
+//! The compilation pipeline behind the subcommands: read, check, lower, generate code, link, run.
+
+use std::fmt;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use cmm_codegen::lower::LoweredProgram;
+
+use crate::cli::{Backend, CheckArgs, CodegenOpts, CompileArgs, Emit, Mech, RunArgs, Target};
+use crate::link;
+
+/// An error the driver reports as one `cmm: error: ...` message (several lines at most) and the
+/// exit status that goes with it. Front-end diagnostics are already rendered: `message` is then
+/// printed as is.
+#[derive(Debug)]
+pub struct DriverError {
+    pub status: u8,
+    pub message: String,
+    /// The message is rendered diagnostics, printed without the `cmm: error:` prefix.
+    pub rendered: bool,
+}
+
+impl DriverError {
+    /// A failure of the compilation itself (exit status 1).
+    pub fn failure(message: impl Into<String>) -> DriverError {
+        DriverError { status: 1, message: message.into(), rendered: false }
+    }
+    /// A request `cmm` cannot serve: a combination of options not implemented (exit status 2).
+    pub fn unsupported(message: impl Into<String>) -> DriverError {
+        DriverError { status: 2, message: message.into(), rendered: false }
+    }
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.rendered {
+            f.write_str(self.message.trim_end())
+        } else {
+            write!(f, "cmm: error: {}", self.message)
+        }
+    }
+}
+
+/// Reads the source file, or explains why it cannot.
+fn read_source(path: &Path) -> Result<String, DriverError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        let reason = e.to_string();
+        let reason = match reason.find(" (os error") {
+            Some(i) => reason[..i].to_string(),
+            None => reason,
+        };
+        DriverError::failure(format!("cannot read {}: {reason}", path.display()))
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        DriverError::failure(format!(
+            "cannot read {}: not UTF-8 text (invalid byte at offset {})",
+            path.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Runs the front end; diagnostics come back rendered gcc-style.
+fn front_end(path: &Path, target: Target) -> Result<cmm_front::typed::Program, DriverError> {
+    let src = read_source(path)?;
+    let name = path.display().to_string();
+    cmm_front::check_rendered(&name, &src, target.info())
+        .map_err(|text| DriverError { status: 1, message: text, rendered: true })
+}
+
+/// `cmm check`.
+pub fn check(args: &CheckArgs) -> Result<ExitCode, DriverError> {
+    front_end(&args.file, args.target)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Rejects the combinations of options that are not implemented, before any work is done.
+fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
+    if let Some(size) = opts.chunk_size {
+        if !opts.mech.is_chunked() {
+            return Err(DriverError::unsupported(format!(
+                "--chunk-size {size} applies only to the chunked mechanisms (heap, lookahead, mmu, \
+                 mmu-reuse), not to --mech {}",
+                opts.mech.name()
+            )));
+        }
+    }
+    match opts.backend {
+        Backend::Emit => Err(DriverError::unsupported(
+            "the emission back end (--backend emit) is not implemented yet; use --backend native",
+        )),
+        Backend::Native if opts.target != Target::X86_64 => Err(DriverError::unsupported(format!(
+            "the native back end generates x86-64 code only; --target {} needs --backend emit",
+            opts.target.name()
+        ))),
+        Backend::Native if opts.mech != Mech::Traditional => {
+            Err(DriverError::unsupported(format!(
+                "the native back end implements only --mech traditional (Cranelift's own System V \
+                 calls); --mech {} needs --backend emit",
+                opts.mech.name()
+            )))
+        }
+        Backend::Native => Ok(()),
+    }
+}
+
+/// Machine code for one program, as the back end produced it.
+struct Generated {
+    object: Vec<u8>,
+    asm: Option<String>,
+}
+
+fn generate(
+    lowered: &LoweredProgram,
+    opts: &CodegenOpts,
+    want_asm: bool,
+) -> Result<Generated, DriverError> {
+    check_combination(opts)?;
+    match opts.backend {
+        Backend::Native => {
+            let out = cmm_codegen::native::compile_native(lowered, want_asm)
+                .map_err(|e| DriverError::failure(e.to_string()))?;
+            Ok(Generated { object: out.object, asm: out.disasm })
+        }
+        Backend::Emit => Err(DriverError::unsupported("the emission back end is not implemented yet")),
+    }
+}
+
+fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError> {
+    let program = front_end(path, opts.target)?;
+    Ok(cmm_codegen::lower_program(&program))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
+    std::fs::write(path, bytes)
+        .map_err(|e| DriverError::failure(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Writes text to `-o FILE`, or to stdout.
+fn write_text(out: Option<&Path>, text: &str) -> Result<(), DriverError> {
+    match out {
+        Some(p) => write_file(p, text.as_bytes()),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout
+                .write_all(text.as_bytes())
+                .and_then(|()| stdout.flush())
+                .map_err(|e| DriverError::failure(format!("cannot write to stdout: {e}")))
+        }
+    }
+}
+
+fn default_output(source: &Path, ext: Option<&str>) -> PathBuf {
+    let stem = source.file_stem().map_or_else(|| "a".into(), |s| s.to_os_string());
+    let mut name = PathBuf::from(stem);
+    if let Some(ext) = ext {
+        name.set_extension(ext);
+    } else if name == source.file_name().map(PathBuf::from).unwrap_or_default() {
+        // `prog` (no extension) would overwrite the source: use gcc's default instead.
+        name = PathBuf::from("a.out");
+    }
+    name
+}
+
+/// Compiles to an executable at `out` (the object goes to a temporary directory).
+fn build_executable(lowered: &LoweredProgram, opts: &CodegenOpts, out: &Path) -> Result<(), DriverError> {
+    let generated = generate(lowered, opts, false)?;
+    let dir = tempfile::Builder::new()
+        .prefix("cmm-")
+        .tempdir()
+        .map_err(|e| DriverError::failure(format!("cannot create a temporary directory: {e}")))?;
+    let obj = dir.path().join("program.o");
+    write_file(&obj, &generated.object)?;
+    link::link(opts.target, &[&obj], out)
+}
+
+/// `cmm compile`.
+pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
+    let lowered = lower(&args.file, &args.opts)?;
+    let out = args.output.as_deref();
+    match args.emit {
+        Emit::Clif => write_text(out, &lowered.to_clif())?,
+        Emit::Asm => {
+            let generated = generate(&lowered, &args.opts, true)?;
+            write_text(out, generated.asm.as_deref().unwrap_or(""))?;
+        }
+        Emit::Obj => {
+            let generated = generate(&lowered, &args.opts, false)?;
+            let path = out.map_or_else(|| default_output(&args.file, Some("o")), Path::to_path_buf);
+            write_file(&path, &generated.object)?;
+        }
+        Emit::Exe => {
+            let path = out.map_or_else(|| default_output(&args.file, None), Path::to_path_buf);
+            build_executable(&lowered, &args.opts, &path)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cmm run`.
+pub fn run(args: &RunArgs) -> Result<ExitCode, DriverError> {
+    let lowered = lower(&args.file, &args.opts)?;
+    let dir = tempfile::Builder::new()
+        .prefix("cmm-run-")
+        .tempdir()
+        .map_err(|e| DriverError::failure(format!("cannot create a temporary directory: {e}")))?;
+    let exe = dir.path().join(default_output(&args.file, None));
+    build_executable(&lowered, &args.opts, &exe)?;
+    let status = Command::new(&exe)
+        .args(&args.args)
+        .status()
+        .map_err(|e| DriverError::failure(format!("cannot run {}: {e}", exe.display())))?;
+    drop(dir);
+    if let Some(code) = status.code() {
+        // Exit statuses are 0..=255 on Linux.
+        return Ok(ExitCode::from(code as u8));
+    }
+    use std::os::unix::process::ExitStatusExt as _;
+    let sig = status.signal().unwrap_or(0);
+    eprintln!("cmm: program terminated by signal {sig} ({})", signal_name(sig));
+    Ok(ExitCode::from((128 + sig).clamp(0, 255) as u8))
+}
+
+/// The conventional name of a Linux signal number.
+pub fn signal_name(sig: i32) -> String {
+    const NAMES: [&str; 32] = [
+        "", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
+        "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
+        "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
+        "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+    ];
+    match usize::try_from(sig).ok().and_then(|i| NAMES.get(i)) {
+        Some(n) if !n.is_empty() => (*n).to_string(),
+        _ if (34..=64).contains(&sig) => format!("SIGRTMIN+{}", sig - 34),
+        _ => "unknown signal".to_string(),
+    }
+}
