@@ -61,7 +61,13 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
         // SAFETY: the object was compiled by the emission stage with convention `abi`, and
         // `cmm_main` takes (int argc, char **argv) (the lowering's contract).
         let r = unsafe { crate::mech::enter(abi, cmm_main as usize, argc as usize, argv as usize) };
-        return r.unwrap_or(0) as c_int;
+        return match r {
+            Some(r) => r as c_int,
+            None => crate::threads::fail(
+                "cmm runtime: cmm_main does not take (int argc, char **argv)",
+                UNKNOWN_ABI_EXIT_STATUS,
+            ),
+        };
     }
     // SAFETY: the ABI is the native System V one, so `cmm_main` is an ordinary C function of
     // this signature; argc/argv come from the C library's start code unchanged.

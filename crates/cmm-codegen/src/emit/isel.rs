@@ -540,6 +540,19 @@ impl<'a> Isel<'a> {
         if let Some(i) = self.cmp_of(v) {
             let data = self.f.dfg.insts[i];
             match data {
+                InstructionData::IntCompare { cond, args, .. }
+                    if matches!(cond, IntCC::Equal | IntCC::NotEqual)
+                        && self.iconst(args[1]) == Some(0)
+                        && self.cmp_of(args[0]).is_some() =>
+                {
+                    // `(a < b) != 0` is `a < b`; `(a < b) == 0` is its negation.
+                    let inner = self.cond_of(args[0])?;
+                    return Ok(if cond == IntCC::Equal {
+                        invert(inner)
+                    } else {
+                        inner
+                    });
+                }
                 InstructionData::IntCompare { cond, args, .. } => {
                     let w = width_of(self.ty(args[0]))?;
                     let (cc, l, r) =
@@ -1481,6 +1494,26 @@ fn is_pure(op: Opcode) -> bool {
         || op.other_side_effects()
         || op.can_load())
         || op == Opcode::Load
+}
+
+/// The negation of a condition (for floats: unordered operands make the negation true).
+fn invert(c: CondV) -> CondV {
+    match c {
+        CondV::Int { cc, w, a, b } => CondV::Int {
+            cc: cc.invert(),
+            w,
+            a,
+            b,
+        },
+        CondV::Float { cond, a, b } => {
+            let cond = match cond {
+                FCond::Eq => FCond::Ne,
+                FCond::Ne => FCond::Eq,
+                FCond::Simple(cc) => FCond::Simple(cc.invert()),
+            };
+            CondV::Float { cond, a, b }
+        }
+    }
 }
 
 fn fits(d: i64) -> bool {

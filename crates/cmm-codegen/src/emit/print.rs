@@ -131,10 +131,12 @@ pub fn print_function(
         "\n# C-- function `{}`: frame {} bytes, {} bytes of arguments, {} spill slots",
         lf.name, frame_size, arg_bytes, ra.num_spillslots
     );
+    // The 4 bytes before the entry hold the bytes of arguments the function expects: the
+    // runtime's entry trampolines read them to push the right number of arguments.
     let _ = writeln!(
         pr.out,
-        "\t.globl {0}\n\t.type {0}, @function\n\t.p2align 4\n{0}:",
-        lf.symbol
+        "\t.globl {0}\n\t.type {0}, @function\n\t.p2align 4\n\t.skip 12\n\t.long {1}\t# argument bytes\n{0}:",
+        lf.symbol, arg_bytes
     );
     mech.prologue(&frame, &mut pr.out);
 

@@ -11,8 +11,23 @@ use crate::abi::{ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_TRADITIONAL as TRADIT
 use crate::start::StartRoutine;
 
 extern "C" {
-    fn stackrt_enter_traditional(fp: usize, a0: usize, a1: usize) -> usize;
-    fn stackrt_enter_callee_cleanup(fp: usize, a0: usize, a1: usize) -> usize;
+    fn stackrt_enter_traditional(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize;
+    fn stackrt_enter_callee_cleanup(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize;
+}
+
+/// Size of an argument slot of the emitted conventions (a pushed word).
+const SLOT: usize = core::mem::size_of::<usize>();
+
+/// The number of word arguments the C-- function at `fp` expects: the emission stage writes
+/// its argument bytes in the 4 bytes before its entry.
+///
+/// # Safety
+/// `fp` must be the entry of a function compiled by the emission stage.
+unsafe fn arg_count(fp: usize) -> usize {
+    // SAFETY: the emission stage places a 4-byte argument size right before every C--
+    // function's entry (in `.text`, readable); the caller guarantees `fp` is such an entry.
+    let bytes = unsafe { core::ptr::read_unaligned((fp - 4) as *const u32) } as usize;
+    bytes / SLOT
 }
 
 /// Whether [`enter`] knows the convention `abi`.
@@ -20,22 +35,28 @@ pub fn is_emitted_abi(abi: u32) -> bool {
     abi == TRADITIONAL || abi == CALLEE_CLEANUP
 }
 
-/// Calls the C-- function at `fp` with the arguments `a0, a1` (a function declaring fewer
-/// parameters ignores the rest) under the emitted convention `abi`, and returns its integer
-/// result register. Returns `None` if `abi` is not one of the emission stage's conventions.
+/// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
+/// number is read from the function's header, see [`arg_count`]) under the emitted convention
+/// `abi`, and returns its integer result register. Returns `None` if `abi` is not one of the
+/// emission stage's conventions or the function declares more than two parameters.
 ///
 /// # Safety
-/// `fp` must be the address of a C-- function compiled for convention `abi` whose parameters
-/// are word-sized (ints or pointers) and at most two, and whose body is safe to run with
+/// `fp` must be the address of a C-- function compiled by the emission stage for convention
+/// `abi` whose parameters are word-sized (ints or pointers), and whose body is safe to run with
 /// these arguments.
 pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> {
+    // SAFETY: forwarded from the caller.
+    let nargs = unsafe { arg_count(fp) };
+    if nargs > 2 {
+        return None;
+    }
     match abi {
         // SAFETY: the caller guarantees `fp` follows the traditional convention; the trampoline
         // saves every register the C ABI requires and restores the stack pointer.
-        TRADITIONAL => Some(unsafe { stackrt_enter_traditional(fp, a0, a1) }),
+        TRADITIONAL => Some(unsafe { stackrt_enter_traditional(fp, a0, a1, nargs) }),
         // SAFETY: as above for the callee-cleanup convention; the trampoline recovers its stack
         // pointer whatever number of arguments the callee pops.
-        CALLEE_CLEANUP => Some(unsafe { stackrt_enter_callee_cleanup(fp, a0, a1) }),
+        CALLEE_CLEANUP => Some(unsafe { stackrt_enter_callee_cleanup(fp, a0, a1, nargs) }),
         _ => None,
     }
 }
@@ -50,7 +71,11 @@ struct ThreadStart {
 /// The `pthread_create` start routine and argument that run the C-- function at `fp` with
 /// `arg` under the emitted convention `abi` (see [`enter`]).
 pub fn thread_routine(abi: u32, fp: usize, arg: *mut c_void) -> (StartRoutine, *mut c_void) {
-    let start = Box::new(ThreadStart { abi, fp, arg: arg as usize });
+    let start = Box::new(ThreadStart {
+        abi,
+        fp,
+        arg: arg as usize,
+    });
     (emitted_thread_entry, Box::into_raw(start).cast())
 }
 
@@ -59,6 +84,11 @@ extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
     let start = unsafe { Box::from_raw(p.cast::<ThreadStart>()) };
     // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
     // compiled with the program's convention `abi`.
-    let r = unsafe { enter(start.abi, start.fp, start.arg, 0) };
-    r.unwrap_or(0) as *mut c_void
+    match unsafe { enter(start.abi, start.fp, start.arg, 0) } {
+        Some(r) => r as *mut c_void,
+        None => crate::threads::fail(
+            "sthread_create: the thread entry function takes more than two parameters",
+            crate::abi::THREAD_FAILURE_EXIT_STATUS,
+        ),
+    }
 }
