@@ -87,9 +87,11 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
         }
     }
     match opts.backend {
-        Backend::Emit => Err(DriverError::unsupported(
-            "the emission back end (--backend emit) is not implemented yet; use --backend native",
-        )),
+        Backend::Emit if emit_mech(opts.mech).is_none() => Err(DriverError::unsupported(format!(
+            "the emission back end implements --mech traditional and callee-cleanup, not {}",
+            opts.mech.name()
+        ))),
+        Backend::Emit => Ok(()),
         Backend::Native if opts.target != Target::X86_64 => Err(DriverError::unsupported(format!(
             "the native back end generates x86-64 code only; --target {} needs --backend emit",
             opts.target.name()
@@ -123,8 +125,54 @@ fn generate(
                 .map_err(|e| DriverError::failure(e.to_string()))?;
             Ok(Generated { object: out.object, asm: out.disasm })
         }
-        Backend::Emit => Err(DriverError::unsupported("the emission back end is not implemented yet")),
+        Backend::Emit => {
+            let emit_opts = cmm_codegen::emit::EmitOptions {
+                target: match opts.target {
+                    Target::I686 => cmm_codegen::emit::Target::I686,
+                    Target::X86_64 => cmm_codegen::emit::Target::X86_64,
+                },
+                mech: emit_mech(opts.mech).ok_or_else(|| DriverError::unsupported("mechanism"))?,
+            };
+            let asm = cmm_codegen::emit::emit_program(lowered, &emit_opts)
+                .map_err(|e| DriverError::failure(e.to_string()))?;
+            let object = assemble(opts.target, &asm)?;
+            Ok(Generated { object, asm: Some(asm) })
+        }
     }
+}
+
+/// The emission stage's mechanism for a `--mech` choice, if it implements it.
+fn emit_mech(m: Mech) -> Option<cmm_codegen::emit::MechKind> {
+    match m {
+        Mech::Traditional => Some(cmm_codegen::emit::MechKind::Traditional),
+        Mech::CalleeCleanup => Some(cmm_codegen::emit::MechKind::CalleeCleanup),
+        _ => None,
+    }
+}
+
+/// Assembles the emission stage's output with the system C compiler into object bytes.
+fn assemble(target: Target, asm: &str) -> Result<Vec<u8>, DriverError> {
+    let dir = tempfile::Builder::new()
+        .prefix("cmm-as-")
+        .tempdir()
+        .map_err(|e| DriverError::failure(format!("cannot create a temporary directory: {e}")))?;
+    let s = dir.path().join("program.s");
+    let o = dir.path().join("program.o");
+    write_file(&s, asm.as_bytes())?;
+    let m = if target == Target::I686 { "-m32" } else { "-m64" };
+    let out = Command::new("cc")
+        .args([m, "-c", "-o"])
+        .arg(&o)
+        .arg(&s)
+        .output()
+        .map_err(|e| DriverError::failure(format!("cannot run cc: {e}")))?;
+    if !out.status.success() {
+        return Err(DriverError::failure(format!(
+            "assembling the emitted code failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    std::fs::read(&o).map_err(|e| DriverError::failure(format!("cannot read {}: {e}", o.display())))
 }
 
 fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError> {

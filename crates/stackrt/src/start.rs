@@ -60,7 +60,14 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     if crate::mech::is_emitted_abi(abi) {
         // SAFETY: the object was compiled by the emission stage with convention `abi`, and
         // `cmm_main` takes (int argc, char **argv) (the lowering's contract).
-        let r = unsafe { crate::mech::enter(abi, cmm_main as usize, argc as usize, argv as usize) };
+        let r = unsafe {
+            crate::mech::enter(
+                abi,
+                cmm_main as *const () as usize,
+                argc as usize,
+                argv as usize,
+            )
+        };
         return match r {
             Some(r) => r as c_int,
             None => crate::threads::fail(
