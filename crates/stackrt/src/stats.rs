@@ -117,14 +117,25 @@ impl Stats {
 
 impl StatsSnapshot {
     /// Writes the human-readable report (several lines, each starting with `stackrt: `).
-    pub fn write_report(&self, out: &mut impl core::fmt::Write, chunk_size: usize) -> core::fmt::Result {
+    pub fn write_report(
+        &self,
+        out: &mut impl core::fmt::Write,
+        chunk_size: usize,
+    ) -> core::fmt::Result {
         let s = self;
-        writeln!(out, "stackrt: stack statistics (chunk size {chunk_size} bytes)")?;
+        writeln!(
+            out,
+            "stackrt: stack statistics (chunk size {chunk_size} bytes)"
+        )?;
         writeln!(out, "stackrt:   overflows             {}", s.overflows)?;
         writeln!(out, "stackrt:   underflows            {}", s.underflows)?;
         writeln!(out, "stackrt:   threads entered       {}", s.thread_enters)?;
         writeln!(out, "stackrt:   chunks mapped         {}", s.chunks_mapped)?;
-        writeln!(out, "stackrt:   chunks unmapped       {}", s.chunks_unmapped)?;
+        writeln!(
+            out,
+            "stackrt:   chunks unmapped       {}",
+            s.chunks_unmapped
+        )?;
         writeln!(out, "stackrt:   chunks reused         {}", s.chunks_reused)?;
         writeln!(
             out,
@@ -132,7 +143,11 @@ impl StatsSnapshot {
             s.peak_chunks_in_use,
             s.peak_chunks_in_use.saturating_mul(chunk_size as u64)
         )?;
-        writeln!(out, "stackrt:   peak stack bytes      {}", s.peak_stack_bytes)?;
+        writeln!(
+            out,
+            "stackrt:   peak stack bytes      {}",
+            s.peak_stack_bytes
+        )?;
         writeln!(
             out,
             "stackrt:   wasted at chunk ends  {} bytes total, {} max",

@@ -27,7 +27,10 @@ fn child(case: &str, env: &[(&str, &str)]) -> (Option<i32>, String) {
 /// The stderr lines that come from the runtime (the test harness prints nothing on stderr
 /// for a passing or exiting child, but be robust).
 fn runtime_lines(stderr: &str) -> Vec<&str> {
-    stderr.lines().filter(|l| l.starts_with("stackrt: ")).collect()
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("stackrt: "))
+        .collect()
 }
 
 /// Replaces the kernel thread id (varies per run) with `N`.
@@ -47,7 +50,9 @@ fn enter() -> *mut stackrt::chunk::ChunkHeader {
 /// nothing to do.
 #[test]
 fn child_entry() {
-    let Ok(case) = std::env::var("CHUNK_CHILD") else { return };
+    let Ok(case) = std::env::var("CHUNK_CHILD") else {
+        return;
+    };
     match case.as_str() {
         "limit" => {
             let a = enter();
@@ -104,9 +109,16 @@ fn stack_limit_is_a_clear_one_line_error() {
 fn oversized_reserve_is_reported() {
     let (code, err) = child("reserve", &[]);
     assert_eq!(code, Some(FATAL_EXIT_STATUS), "{err}");
-    let cap = if cfg!(target_pointer_width = "64") { 32688 } else { 32720 };
+    let cap = if cfg!(target_pointer_width = "64") {
+        32688
+    } else {
+        32720
+    };
     assert_eq!(
-        runtime_lines(&err).iter().map(|l| no_tid(l)).collect::<Vec<_>>(),
+        runtime_lines(&err)
+            .iter()
+            .map(|l| no_tid(l))
+            .collect::<Vec<_>>(),
         [format!(
             "stackrt: thread 0 (tid N): a call needs 40000 bytes of stack, more than a chunk \
              holds ({cap}); recompile with a larger --chunk-size"
@@ -131,9 +143,14 @@ fn handler_without_runtime_is_reported() {
     let (code, err) = child("not_entered", &[]);
     assert_eq!(code, Some(FATAL_EXIT_STATUS), "{err}");
     assert_eq!(
-        runtime_lines(&err).iter().map(|l| no_tid(l)).collect::<Vec<_>>(),
-        ["stackrt: thread (tid N): stack chunk handler called on a thread that is not running \
-          on chunks"]
+        runtime_lines(&err)
+            .iter()
+            .map(|l| no_tid(l))
+            .collect::<Vec<_>>(),
+        [
+            "stackrt: thread (tid N): stack chunk handler called on a thread that is not running \
+          on chunks"
+        ]
     );
 }
 
@@ -171,7 +188,11 @@ fn stats_are_printed_at_exit() {
     // Hand-derived: enter maps 1 chunk; the first overflow maps a 2nd; each underflow caches
     // it and the next overflow reuses it (2 reuses); 2 chunks in use at the peak; stack depth
     // at an overflow = 1000 used bytes + 2000 reserved; waste = 32768 - HEADER - 1000 each.
-    let hdr = if cfg!(target_pointer_width = "64") { 64 } else { 32 };
+    let hdr = if cfg!(target_pointer_width = "64") {
+        64
+    } else {
+        32
+    };
     let waste = 32768 - hdr - 1000;
     let expected = [
         "stackrt: stack statistics (chunk size 32768 bytes)".to_string(),
@@ -183,7 +204,10 @@ fn stats_are_printed_at_exit() {
         "stackrt:   chunks reused         2".into(),
         "stackrt:   peak chunks in use    2 (65536 bytes)".into(),
         "stackrt:   peak stack bytes      3000".into(),
-        format!("stackrt:   wasted at chunk ends  {} bytes total, {waste} max", 3 * waste),
+        format!(
+            "stackrt:   wasted at chunk ends  {} bytes total, {waste} max",
+            3 * waste
+        ),
     ];
     assert_eq!(runtime_lines(&err), expected, "{err}");
 }

@@ -46,20 +46,32 @@ fn geometry_is_checked() {
     let p = page_size();
     assert_eq!(
         ChunkGeometry::new(p + 8, 0),
-        Err(GeometryError::ChunkSizeNotPages { chunk_size: p + 8, page_size: p })
+        Err(GeometryError::ChunkSizeNotPages {
+            chunk_size: p + 8,
+            page_size: p
+        })
     );
     assert_eq!(
         ChunkGeometry::new(0, 0),
-        Err(GeometryError::ChunkSizeNotPages { chunk_size: 0, page_size: p })
+        Err(GeometryError::ChunkSizeNotPages {
+            chunk_size: 0,
+            page_size: p
+        })
     );
     assert_eq!(
         ChunkGeometry::new(2 * p, 100),
-        Err(GeometryError::GuardNotPages { guard_size: 100, page_size: p })
+        Err(GeometryError::GuardNotPages {
+            guard_size: 100,
+            page_size: p
+        })
     );
     let g = ChunkGeometry::new(8 * p, p).unwrap();
     assert_eq!(g.map_len(), 9 * p);
     assert_eq!(g.mappings_per_chunk(), 2);
-    assert_eq!(ChunkGeometry::new(8 * p, 0).unwrap().mappings_per_chunk(), 1);
+    assert_eq!(
+        ChunkGeometry::new(8 * p, 0).unwrap().mappings_per_chunk(),
+        1
+    );
 }
 
 #[test]
@@ -86,8 +98,10 @@ fn maps_covering(lo: usize, hi: usize) -> Vec<(usize, usize, String)> {
         let range = f.next().unwrap();
         let perms = f.next().unwrap().to_string();
         let (a, b) = range.split_once('-').unwrap();
-        let (a, b) =
-            (usize::from_str_radix(a, 16).unwrap(), usize::from_str_radix(b, 16).unwrap());
+        let (a, b) = (
+            usize::from_str_radix(a, 16).unwrap(),
+            usize::from_str_radix(b, 16).unwrap(),
+        );
         if a < hi && b > lo {
             out.push((a.max(lo), b.min(hi), perms));
         }
@@ -109,12 +123,19 @@ fn mapping_has_guard_below_and_header_on_top() {
     assert_eq!(limit, map_base + p);
     assert_eq!(m.limit(), limit);
     assert_eq!(h as usize, map_base + 9 * p - HEADER_SIZE);
-    assert_eq!(h as usize % 16, 0, "a fresh chunk's SP (= header) must be 16-byte aligned");
+    assert_eq!(
+        h as usize % 16,
+        0,
+        "a fresh chunk's SP (= header) must be 16-byte aligned"
+    );
     assert!(link.is_null());
     let regions = maps_covering(map_base, map_base + map_len);
     assert_eq!(regions.len(), 2, "{regions:?}");
     assert_eq!(regions[0], (map_base, map_base + p, "---p".to_string()));
-    assert_eq!(regions[1], (map_base + p, map_base + 9 * p, "rw-p".to_string()));
+    assert_eq!(
+        regions[1],
+        (map_base + p, map_base + 9 * p, "rw-p".to_string())
+    );
     // The whole usable stack is writable.
     for a in (limit..h as usize).step_by(64) {
         // SAFETY: inside the read-write part of the mapping owned by `m`.
@@ -125,7 +146,10 @@ fn mapping_has_guard_below_and_header_on_top() {
     // SAFETY: `raw` came from into_raw just above.
     let m = unsafe { ChunkMapping::from_raw(raw) };
     drop(m);
-    assert!(maps_covering(map_base, map_base + map_len).is_empty(), "chunk not unmapped");
+    assert!(
+        maps_covering(map_base, map_base + map_len).is_empty(),
+        "chunk not unmapped"
+    );
 }
 
 #[test]

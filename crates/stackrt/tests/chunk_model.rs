@@ -16,7 +16,11 @@ enum Op {
     Start,
     Exit(usize),
     /// Overflow on thread `t`, caller SP at `frac`/65535 of the way from limit to header.
-    Overflow { t: usize, frac: u16, reserve: usize },
+    Overflow {
+        t: usize,
+        frac: u16,
+        reserve: usize,
+    },
     Underflow(usize),
     /// Overflow given a header that is not the thread's current chunk.
     WrongHeader(usize),
@@ -110,7 +114,10 @@ impl Model {
 fn settle(model: &mut Model, predicted: Option<usize>, got: usize) {
     match predicted {
         Some(h) => assert_eq!(got, h, "reused chunk is not the predicted LIFO one"),
-        None => assert!(model.live.insert(got), "fresh mapping {got:#x} is already live"),
+        None => assert!(
+            model.live.insert(got),
+            "fresh mapping {got:#x} is already live"
+        ),
     }
 }
 
@@ -127,10 +134,18 @@ fn check(rt: &Runtime, threads: &[(ThreadChain, MThread, usize)], model: &Model)
     for (chain, m, owner) in threads {
         let mut expect_chain: Vec<usize> = m.chain.clone();
         expect_chain.reverse();
-        assert_eq!(chain.chain_headers(), expect_chain, "chain of thread {owner}");
+        assert_eq!(
+            chain.chain_headers(),
+            expect_chain,
+            "chain of thread {owner}"
+        );
         let mut expect_cache = m.cache.clone();
         expect_cache.reverse();
-        assert_eq!(chain.cache_headers(), expect_cache, "cache of thread {owner}");
+        assert_eq!(
+            chain.cache_headers(),
+            expect_cache,
+            "cache of thread {owner}"
+        );
         assert!(chain.cache_len() <= model.cfg.cache_max);
         assert_eq!(chain.depth(), m.chain.len());
         for (i, &h) in m.chain.iter().enumerate() {
@@ -165,8 +180,14 @@ fn check(rt: &Runtime, threads: &[(ThreadChain, MThread, usize)], model: &Model)
     assert_eq!(rt.live_chunks(), model.live.len());
     let st = rt.stats().snapshot();
     assert_eq!(st, model.st, "statistics");
-    assert_eq!(st.chunks_mapped - st.chunks_unmapped, model.live.len() as u64);
-    assert_eq!(st.chunks_mapped + st.chunks_reused, st.overflows + st.thread_enters);
+    assert_eq!(
+        st.chunks_mapped - st.chunks_unmapped,
+        model.live.len() as u64
+    );
+    assert_eq!(
+        st.chunks_mapped + st.chunks_reused,
+        st.overflows + st.thread_enters
+    );
 }
 
 fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
@@ -177,8 +198,12 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
     cfg.pool_high_water = pool_hw;
     cfg.max_mappings = 14 * geometry.mappings_per_chunk();
     let rt = Runtime::new(cfg);
-    let mut model =
-        Model { cfg, pool: Vec::new(), live: HashSet::new(), st: StatsSnapshot::default() };
+    let mut model = Model {
+        cfg,
+        pool: Vec::new(),
+        live: HashSet::new(),
+        st: StatsSnapshot::default(),
+    };
     let capacity = geometry.capacity();
     let mut threads: Vec<(ThreadChain, MThread, usize)> = Vec::new();
     let mut next_owner = 1usize;
@@ -226,7 +251,10 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
                 let sp = limit + (top - limit) * frac as usize / 65535;
                 let got = chain.overflow(&rt, top as *mut ChunkHeader, sp, reserve);
                 if reserve > capacity {
-                    assert_eq!(got.unwrap_err(), ChunkError::ReserveTooLarge { reserve, capacity });
+                    assert_eq!(
+                        got.unwrap_err(),
+                        ChunkError::ReserveTooLarge { reserve, capacity }
+                    );
                 } else if let Some(e) = model.stack_limit_err(m) {
                     assert_eq!(got.unwrap_err(), e);
                 } else {
@@ -277,9 +305,21 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
                 let top = *m.chain.last().unwrap();
                 let wrong = top ^ 0x40;
                 let got = chain.overflow(&rt, wrong as *mut ChunkHeader, top, 0);
-                assert_eq!(got.unwrap_err(), ChunkError::ChainMismatch { expected: top, got: wrong });
+                assert_eq!(
+                    got.unwrap_err(),
+                    ChunkError::ChainMismatch {
+                        expected: top,
+                        got: wrong
+                    }
+                );
                 let got = chain.underflow(&rt, wrong as *mut ChunkHeader);
-                assert_eq!(got.unwrap_err(), ChunkError::ChainMismatch { expected: top, got: wrong });
+                assert_eq!(
+                    got.unwrap_err(),
+                    ChunkError::ChainMismatch {
+                        expected: top,
+                        got: wrong
+                    }
+                );
             }
             Op::WildSp(t) if !threads.is_empty() => {
                 let n = threads.len();
@@ -289,12 +329,20 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
                 let got = chain.overflow(&rt, top as *mut ChunkHeader, limit - 8, 0);
                 assert_eq!(
                     got.unwrap_err(),
-                    ChunkError::BadStackPointer { sp: limit - 8, limit, header: top }
+                    ChunkError::BadStackPointer {
+                        sp: limit - 8,
+                        limit,
+                        header: top
+                    }
                 );
                 let got = chain.overflow(&rt, top as *mut ChunkHeader, top + 8, 0);
                 assert_eq!(
                     got.unwrap_err(),
-                    ChunkError::BadStackPointer { sp: top + 8, limit, header: top }
+                    ChunkError::BadStackPointer {
+                        sp: top + 8,
+                        limit,
+                        header: top
+                    }
                 );
             }
             _ => {}

@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use std::sync::{Arc, Barrier, Mutex};
 
 use stackrt::chunk::{
-    program_chunk_size, runtime, stackrt_chunk_current, stackrt_chunk_overflow,
-    stackrt_chunk_size, stackrt_chunk_thread_enter, stackrt_chunk_thread_exit,
-    stackrt_chunk_underflow, ChunkHeader, HEADER_SIZE,
+    program_chunk_size, runtime, stackrt_chunk_current, stackrt_chunk_overflow, stackrt_chunk_size,
+    stackrt_chunk_thread_enter, stackrt_chunk_thread_exit, stackrt_chunk_underflow, ChunkHeader,
+    HEADER_SIZE,
 };
 
 /// This program's chunk size, as a compiled C-- program would define it.
@@ -43,13 +43,19 @@ fn walk(seed: u64, steps: usize, owner: u64, seen: &Mutex<HashSet<usize>>) -> us
             let words = (h as usize - limit) / 8;
             for i in (0..words).step_by(97) {
                 let v = ((limit + i * 8) as *const u64).read();
-                assert_eq!(v, owner << 32 | depth as u64, "chunk {h:?} was used by another");
+                assert_eq!(
+                    v,
+                    owner << 32 | depth as u64,
+                    "chunk {h:?} was used by another"
+                );
             }
         }
     };
     mark(first, 0);
     for _ in 0..steps {
-        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let r = (state >> 33) as usize;
         let top = *chain.last().unwrap();
         if r % 8 < 4 || chain.len() == 1 {
@@ -107,7 +113,10 @@ fn entry_points_from_many_threads() {
         })
         .collect();
     let depths: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    assert!(depths.iter().all(|&d| d > 5), "walks too shallow to test anything: {depths:?}");
+    assert!(
+        depths.iter().all(|&d| d > 5),
+        "walks too shallow to test anything: {depths:?}"
+    );
     assert_eq!(stackrt_chunk_size(), 16384);
 
     let rt = runtime().expect("initialised by the threads");
@@ -117,12 +126,25 @@ fn entry_points_from_many_threads() {
     assert_eq!(st.thread_enters, 8);
     assert_eq!(st.thread_exits, 8);
     assert_eq!(st.chunks_in_use, 0);
-    assert_eq!(st.chunks_mapped + st.chunks_reused, st.overflows + st.thread_enters);
-    assert_eq!(st.chunks_mapped - st.chunks_unmapped, rt.live_chunks() as u64);
-    assert_eq!(rt.live_chunks(), rt.pool_len(), "all chunks back in the pool");
+    assert_eq!(
+        st.chunks_mapped + st.chunks_reused,
+        st.overflows + st.thread_enters
+    );
+    assert_eq!(
+        st.chunks_mapped - st.chunks_unmapped,
+        rt.live_chunks() as u64
+    );
+    assert_eq!(
+        rt.live_chunks(),
+        rt.pool_len(),
+        "all chunks back in the pool"
+    );
     assert!(rt.pool_len() <= rt.config().pool_high_water);
     assert!(st.peak_chunks_in_use >= *depths.iter().max().unwrap() as u64);
-    assert!(st.chunks_reused > st.chunks_mapped, "caches and pool not used: {st:?}");
+    assert!(
+        st.chunks_reused > st.chunks_mapped,
+        "caches and pool not used: {st:?}"
+    );
 
     // Phase 2: a thread that ends without stackrt_chunk_thread_exit (sthread_exit's path).
     let before = rt.stats().snapshot();
@@ -135,7 +157,11 @@ fn entry_points_from_many_threads() {
     .join()
     .unwrap();
     let after = rt.stats().snapshot();
-    assert_eq!(after.thread_exits, before.thread_exits + 1, "exit guard did not run");
+    assert_eq!(
+        after.thread_exits,
+        before.thread_exits + 1,
+        "exit guard did not run"
+    );
     assert_eq!(after.chunks_in_use, 0);
     assert_eq!(rt.live_chunks(), rt.pool_len());
 }

@@ -75,13 +75,21 @@ pub enum ChunkError {
     /// The header passed in is not the thread's current chunk.
     ChainMismatch { expected: usize, got: usize },
     /// The caller's stack pointer is outside the current chunk.
-    BadStackPointer { sp: usize, limit: usize, header: usize },
+    BadStackPointer {
+        sp: usize,
+        limit: usize,
+        header: usize,
+    },
     /// A checkpoint asked for more than any chunk can give (the compiler prevents it).
     ReserveTooLarge { reserve: usize, capacity: usize },
     /// An underflow in a thread's first chunk, which has no previous chunk to return to.
     UnderflowFirstChunk,
     /// One more chunk would pass the per-thread stack limit.
-    StackLimit { in_use: usize, chunk_size: usize, limit: usize },
+    StackLimit {
+        in_use: usize,
+        chunk_size: usize,
+        limit: usize,
+    },
     /// One more chunk would pass the runtime's share of `vm.max_map_count`.
     MapLimit { mappings: usize, max: usize },
     /// The system refused memory for a chunk.
@@ -94,7 +102,10 @@ impl fmt::Display for ChunkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             ChunkError::NotEntered => {
-                write!(f, "stack chunk handler called on a thread that is not running on chunks")
+                write!(
+                    f,
+                    "stack chunk handler called on a thread that is not running on chunks"
+                )
             }
             ChunkError::AlreadyEntered => write!(f, "thread entered chunked code twice"),
             ChunkError::ChainMismatch { expected, got } => write!(
@@ -113,9 +124,16 @@ impl fmt::Display for ChunkError {
                  recompile with a larger --chunk-size"
             ),
             ChunkError::UnderflowFirstChunk => {
-                write!(f, "corrupted stack: underflow out of the thread's first chunk")
+                write!(
+                    f,
+                    "corrupted stack: underflow out of the thread's first chunk"
+                )
             }
-            ChunkError::StackLimit { in_use, chunk_size, limit } => write!(
+            ChunkError::StackLimit {
+                in_use,
+                chunk_size,
+                limit,
+            } => write!(
                 f,
                 "stack limit exceeded: {in_use} bytes of stack chunks in use, {chunk_size} \
                  more needed, limit {limit} bytes (set STACKRT_STACK_LIMIT to change it)"
@@ -130,7 +148,10 @@ impl fmt::Display for ChunkError {
                     MapError::Mmap(e) => ("mmap", e),
                     MapError::Guard(e) => ("mprotect of the guard page", e),
                 };
-                write!(f, "cannot allocate a {chunk_size}-byte stack chunk: {what} failed")?;
+                write!(
+                    f,
+                    "cannot allocate a {chunk_size}-byte stack chunk: {what} failed"
+                )?;
                 if e == libc::ENOMEM {
                     write!(f, " (out of memory)")
                 } else {
@@ -138,7 +159,10 @@ impl fmt::Display for ChunkError {
                 }
             }
             ChunkError::ExitOnChunk => {
-                write!(f, "thread tried to release its stack chunks while running on them")
+                write!(
+                    f,
+                    "thread tried to release its stack chunks while running on them"
+                )
             }
         }
     }
@@ -202,11 +226,16 @@ impl Runtime {
         let per = self.config.geometry.mappings_per_chunk();
         let live = self.live_chunks.load(Relaxed);
         if (live + 1) * per > self.config.max_mappings {
-            return Err(ChunkError::MapLimit { mappings: live * per, max: self.config.max_mappings });
+            return Err(ChunkError::MapLimit {
+                mappings: live * per,
+                max: self.config.max_mappings,
+            });
         }
-        let m = ChunkMapping::map(self.config.geometry).map_err(|error| {
-            ChunkError::OutOfMemory { chunk_size: self.config.geometry.chunk_size, error }
-        })?;
+        let m =
+            ChunkMapping::map(self.config.geometry).map_err(|error| ChunkError::OutOfMemory {
+                chunk_size: self.config.geometry.chunk_size,
+                error,
+            })?;
         self.live_chunks.fetch_add(1, Relaxed);
         self.stats.chunks_mapped.fetch_add(1, Relaxed);
         Ok(m.into_raw())
@@ -402,7 +431,10 @@ impl ThreadChain {
         }
         let top = self.top.get();
         if cur != top {
-            return Err(ChunkError::ChainMismatch { expected: top as usize, got: cur as usize });
+            return Err(ChunkError::ChainMismatch {
+                expected: top as usize,
+                got: cur as usize,
+            });
         }
         // SAFETY: top is the chain's current chunk, mapped while linked.
         let (limit, thread_stack) = unsafe { ((*top).limit, (*top).thread_stack) };
@@ -431,7 +463,8 @@ impl ThreadChain {
             s.overflows.fetch_add(1, Relaxed);
             s.chunk_linked();
             s.wasted((caller_sp - limit) as u64);
-            s.peak_stack_bytes.fetch_max((below + reserve) as u64, Relaxed);
+            s.peak_stack_bytes
+                .fetch_max((below + reserve) as u64, Relaxed);
         }
         Ok(h)
     }
@@ -449,14 +482,18 @@ impl ThreadChain {
         }
         let top = self.top.get();
         if cur != top {
-            return Err(ChunkError::ChainMismatch { expected: top as usize, got: cur as usize });
+            return Err(ChunkError::ChainMismatch {
+                expected: top as usize,
+                got: cur as usize,
+            });
         }
         if self.depth.get() < 2 {
             return Err(ChunkError::UnderflowFirstChunk);
         }
         // SAFETY: top is mapped while linked; its prev_header is the previous linked chunk.
         let (prev, prev_sp) = unsafe { ((*top).prev_header, (*top).prev_sp) };
-        self.used_below.set(self.used_below.get() - (prev as usize - prev_sp));
+        self.used_below
+            .set(self.used_below.get() - (prev as usize - prev_sp));
         self.top.set(prev);
         self.depth.set(self.depth.get() - 1);
         let cache_max = rt.config.cache_max;

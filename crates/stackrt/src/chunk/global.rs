@@ -171,7 +171,9 @@ fn build_runtime(guard: bool) -> Runtime {
     }
     let count_stats = std::env::var_os("STACKRT_STATS").is_some_and(|v| v == "1");
     let mmc = max_map_count();
-    let max_mappings = mmc.saturating_sub((mmc / 8).max(MAP_COUNT_MARGIN_MIN)).max(16);
+    let max_mappings = mmc
+        .saturating_sub((mmc / 8).max(MAP_COUNT_MARGIN_MIN))
+        .max(16);
     let mut config = RuntimeConfig::new(geometry, stack_limit, max_mappings);
     config.count_stats = count_stats;
     Runtime::new(config)
@@ -204,11 +206,18 @@ fn runtime_init(guard: bool) -> &'static Runtime {
 fn fatal(chain: &ThreadChain, err: ChunkError) -> ! {
     let mut buf = StackBuf::<384>::new();
     let _ = if chain.id() == u32::MAX {
-        core::fmt::write(&mut buf, format_args!("stackrt: thread (tid {}): {err}\n", super::msg::gettid()))
+        core::fmt::write(
+            &mut buf,
+            format_args!("stackrt: thread (tid {}): {err}\n", super::msg::gettid()),
+        )
     } else {
         core::fmt::write(
             &mut buf,
-            format_args!("stackrt: thread {} (tid {}): {err}\n", chain.id(), chain.tid()),
+            format_args!(
+                "stackrt: thread {} (tid {}): {err}\n",
+                chain.id(),
+                chain.tid()
+            ),
         )
     };
     buf.write_to_stderr();
@@ -220,7 +229,10 @@ fn fatal(chain: &ThreadChain, err: ChunkError) -> ! {
     exit_fatal()
 }
 
-fn unwrap_or_fatal(chain: &ThreadChain, r: Result<NonNull<ChunkHeader>, ChunkError>) -> *mut ChunkHeader {
+fn unwrap_or_fatal(
+    chain: &ThreadChain,
+    r: Result<NonNull<ChunkHeader>, ChunkError>,
+) -> *mut ChunkHeader {
     match r {
         Ok(h) => h.as_ptr(),
         Err(e) => fatal(chain, e),
@@ -282,7 +294,11 @@ pub extern "C" fn stackrt_chunk_thread_exit() {
     let rt = runtime_or_fatal();
     let sp = approx_sp();
     CHAIN.with(|c| {
-        let r = if c.is_active() && c.contains(sp) { Err(ChunkError::ExitOnChunk) } else { c.exit(rt) };
+        let r = if c.is_active() && c.contains(sp) {
+            Err(ChunkError::ExitOnChunk)
+        } else {
+            c.exit(rt)
+        };
         if let Err(e) = r {
             fatal(c, e)
         }
@@ -292,7 +308,9 @@ pub extern "C" fn stackrt_chunk_thread_exit() {
 /// The chunk size in use (bytes, header included, guard excluded); 0 before initialisation.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_size() -> usize {
-    RUNTIME.get().map_or(0, |rt| rt.config().geometry.chunk_size)
+    RUNTIME
+        .get()
+        .map_or(0, |rt| rt.config().geometry.chunk_size)
 }
 
 /// The calling thread's current chunk header, or null. Async-signal-safe (one TLS read).

@@ -108,15 +108,27 @@ pub enum GeometryError {
 impl core::fmt::Display for GeometryError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
-            GeometryError::ChunkSizeNotPages { chunk_size, page_size } => write!(
+            GeometryError::ChunkSizeNotPages {
+                chunk_size,
+                page_size,
+            } => write!(
                 f,
                 "chunk size {chunk_size} is not a positive multiple of the page size {page_size}"
             ),
-            GeometryError::GuardNotPages { guard_size, page_size } => {
-                write!(f, "guard size {guard_size} is not a multiple of the page size {page_size}")
+            GeometryError::GuardNotPages {
+                guard_size,
+                page_size,
+            } => {
+                write!(
+                    f,
+                    "guard size {guard_size} is not a multiple of the page size {page_size}"
+                )
             }
             GeometryError::ChunkTooSmall { chunk_size } => {
-                write!(f, "chunk size {chunk_size} leaves no room below the chunk header")
+                write!(
+                    f,
+                    "chunk size {chunk_size} leaves no room below the chunk header"
+                )
             }
         }
     }
@@ -127,15 +139,24 @@ impl ChunkGeometry {
     pub fn new(chunk_size: usize, guard_size: usize) -> Result<Self, GeometryError> {
         let page_size = page_size();
         if chunk_size == 0 || chunk_size % page_size != 0 {
-            return Err(GeometryError::ChunkSizeNotPages { chunk_size, page_size });
+            return Err(GeometryError::ChunkSizeNotPages {
+                chunk_size,
+                page_size,
+            });
         }
         if guard_size % page_size != 0 {
-            return Err(GeometryError::GuardNotPages { guard_size, page_size });
+            return Err(GeometryError::GuardNotPages {
+                guard_size,
+                page_size,
+            });
         }
         if chunk_capacity(chunk_size) == 0 {
             return Err(GeometryError::ChunkTooSmall { chunk_size });
         }
-        Ok(ChunkGeometry { chunk_size, guard_size })
+        Ok(ChunkGeometry {
+            chunk_size,
+            guard_size,
+        })
     }
 
     /// Largest reserve a checkpoint may request ([`chunk_capacity`]).

@@ -77,7 +77,9 @@ impl ChunkMapping {
             });
         }
         // SAFETY: header is derived from a successful mmap, so it is not null.
-        Ok(ChunkMapping { header: unsafe { NonNull::new_unchecked(header) } })
+        Ok(ChunkMapping {
+            header: unsafe { NonNull::new_unchecked(header) },
+        })
     }
 
     /// The chunk's header.
@@ -111,8 +113,12 @@ impl ChunkMapping {
 impl Drop for ChunkMapping {
     fn drop(&mut self) {
         // SAFETY: the header is inside the mapping this value owns; reading the geometry words.
-        let (base, len) =
-            unsafe { ((*self.header.as_ptr()).map_base, (*self.header.as_ptr()).map_len) };
+        let (base, len) = unsafe {
+            (
+                (*self.header.as_ptr()).map_base,
+                (*self.header.as_ptr()).map_len,
+            )
+        };
         // SAFETY: this value exclusively owns [base, base+len); nothing uses it after the drop.
         // munmap can only fail here with ENOMEM, when the kernel had merged this chunk with a
         // neighbouring mapping and splitting it would pass vm.max_map_count: the memory then

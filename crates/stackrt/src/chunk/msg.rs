@@ -20,7 +20,11 @@ pub struct StackBuf<const N: usize> {
 
 impl<const N: usize> StackBuf<N> {
     pub const fn new() -> Self {
-        StackBuf { buf: [0; N], len: 0, truncated: false }
+        StackBuf {
+            buf: [0; N],
+            len: 0,
+            truncated: false,
+        }
     }
 
     /// The text written so far.

@@ -22,7 +22,10 @@ pub struct FreeList {
 
 impl FreeList {
     pub const fn new() -> Self {
-        FreeList { head: ptr::null_mut(), len: 0 }
+        FreeList {
+            head: ptr::null_mut(),
+            len: 0,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -96,7 +99,10 @@ unsafe impl<T: Send> Send for SpinLock<T> {}
 
 impl<T> SpinLock<T> {
     pub const fn new(value: T) -> Self {
-        SpinLock { locked: AtomicBool::new(false), value: UnsafeCell::new(value) }
+        SpinLock {
+            locked: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// Runs `f` with exclusive access to the value. `f` must not block or call back into code
