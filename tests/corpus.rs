@@ -33,11 +33,14 @@ struct Config {
 }
 
 /// Every configuration the corpus runs in. Add one line per new back end / mechanism / target.
-const CONFIGS: &[Config] = &[Config {
-    backend: "native",
-    mech: "traditional",
-    target: "x86_64",
-}];
+#[rustfmt::skip]
+const CONFIGS: &[Config] = &[
+    Config { backend: "native", mech: "traditional", target: "x86_64" },
+    Config { backend: "emit", mech: "traditional", target: "x86_64" },
+    Config { backend: "emit", mech: "traditional", target: "i686" },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64" },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686" },
+];
 
 /// Programs run with this many compile-and-run jobs at a time.
 const PARALLEL_JOBS: usize = 2;
@@ -134,7 +137,6 @@ fn load_programs() -> Vec<Program> {
             programs.push(Program {
                 name,
                 path,
-                valid_c,
                 variants: parse_variants(&source),
             });
         }
@@ -224,14 +226,14 @@ fn diff_excerpt(expected: &str, actual: &str) -> String {
         .unwrap_or(0);
     let from = first.saturating_sub(2);
     let mut out = String::new();
-    for i in from..first {
-        writeln!(out, "      {}", exp[i]).unwrap();
+    for line in &exp[from..first] {
+        writeln!(out, "      {line}").unwrap();
     }
-    for i in first..(first + 3).min(exp.len()) {
-        writeln!(out, "    - {}", exp[i]).unwrap();
+    for line in exp.iter().skip(first).take(3) {
+        writeln!(out, "    - {line}").unwrap();
     }
-    for i in first..(first + 3).min(act.len()) {
-        writeln!(out, "    + {}", act[i]).unwrap();
+    for line in act.iter().skip(first).take(3) {
+        writeln!(out, "    + {line}").unwrap();
     }
     if exp.len() > first + 3 || act.len() > first + 3 {
         writeln!(
