@@ -97,7 +97,7 @@ pub const fn chunk_capacity(chunk_size: u32, pointer_size: u32) -> u32 {
 
 /// Checks a `--chunk-size` value: a multiple of 4096 between 4 KiB and 1 GiB.
 pub fn validate_chunk_size(bytes: u64) -> Result<u32, String> {
-    if bytes == 0 || bytes % 4096 != 0 || bytes > (1 << 30) {
+    if bytes == 0 || !bytes.is_multiple_of(4096) || bytes > (1 << 30) {
         return Err(format!(
             "chunk size {bytes} must be a multiple of 4096 bytes between 4096 and 1073741824"
         ));

@@ -138,13 +138,13 @@ impl ChunkGeometry {
     /// Checks the geometry against the system page size.
     pub fn new(chunk_size: usize, guard_size: usize) -> Result<Self, GeometryError> {
         let page_size = page_size();
-        if chunk_size == 0 || chunk_size % page_size != 0 {
+        if chunk_size == 0 || !chunk_size.is_multiple_of(page_size) {
             return Err(GeometryError::ChunkSizeNotPages {
                 chunk_size,
                 page_size,
             });
         }
-        if guard_size % page_size != 0 {
+        if !guard_size.is_multiple_of(page_size) {
             return Err(GeometryError::GuardNotPages {
                 guard_size,
                 page_size,
