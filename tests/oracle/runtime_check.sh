@@ -82,6 +82,6 @@ for w in "${widths[@]}"; do
     done
 done
 if [ $failed -eq 0 ]; then
-    echo "runtime_check: all corpus runs match the oracle (${widths[*]}-bit)"
+    echo "runtime_check: all corpus runs match the oracle (widths: ${widths[*]})"
 fi
 exit $failed
