@@ -22,8 +22,14 @@ struct Runtime {
 }
 
 const RUNTIMES: [Runtime; 2] = [
-    Runtime { env_name: "CMM_STACKRT_X86_64", triple: "x86_64-unknown-linux-gnu" },
-    Runtime { env_name: "CMM_STACKRT_I686", triple: "i686-unknown-linux-gnu" },
+    Runtime {
+        env_name: "CMM_STACKRT_X86_64",
+        triple: "x86_64-unknown-linux-gnu",
+    },
+    Runtime {
+        env_name: "CMM_STACKRT_I686",
+        triple: "i686-unknown-linux-gnu",
+    },
 ];
 
 fn main() {
@@ -51,19 +57,32 @@ fn main() {
                 println!("cargo:rustc-env={}_ERROR=", rt.env_name);
             }
             Err(reason) => {
-                if rt.triple == "x86_64-unknown-linux-gnu" || installed.iter().any(|t| t == rt.triple)
+                if rt.triple == "x86_64-unknown-linux-gnu"
+                    || installed.iter().any(|t| t == rt.triple)
                 {
-                    println!("cargo:warning=stackrt for {}: {}", rt.triple, first_line(&reason));
+                    println!(
+                        "cargo:warning=stackrt for {}: {}",
+                        rt.triple,
+                        first_line(&reason)
+                    );
                 }
                 println!("cargo:rustc-env={}=", rt.env_name);
-                println!("cargo:rustc-env={}_ERROR={}", rt.env_name, first_line(&reason));
+                println!(
+                    "cargo:rustc-env={}_ERROR={}",
+                    rt.env_name,
+                    first_line(&reason)
+                );
             }
         }
     }
 }
 
 fn first_line(s: &str) -> String {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string()
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
 }
 
 /// The Rust targets rustup reports as installed (empty if rustup is unavailable: then only the
@@ -74,7 +93,12 @@ fn installed_rust_targets() -> Vec<String> {
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().map(|l| l.trim().to_string()).collect())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| l.trim().to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -83,7 +107,16 @@ fn build_stackrt(manifest_dir: &Path, target_dir: &Path, triple: &str) -> Result
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(manifest_dir)
-        .args(["build", "--quiet", "-p", "stackrt", "--lib", "--release", "--target", triple])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "stackrt",
+            "--lib",
+            "--release",
+            "--target",
+            triple,
+        ])
         .arg("--target-dir")
         .arg(target_dir)
         .args(["--config", "profile.release.panic=\"abort\""]);
@@ -98,7 +131,13 @@ fn build_stackrt(manifest_dir: &Path, target_dir: &Path, triple: &str) -> Result
             cmd.env_remove(&key);
         }
     }
-    for key in ["RUSTFLAGS", "RUSTC_WRAPPER", "RUSTC_WORKSPACE_WRAPPER", "TARGET", "HOST"] {
+    for key in [
+        "RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "TARGET",
+        "HOST",
+    ] {
         cmd.env_remove(key);
     }
     let out = cmd.output().map_err(|e| format!("cannot run cargo: {e}"))?;

@@ -156,6 +156,9 @@ impl Mech {
     }
     /// True for the mechanisms that run on stack chunks (and so take `--chunk-size`).
     pub fn is_chunked(self) -> bool {
-        matches!(self, Mech::Heap | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse)
+        matches!(
+            self,
+            Mech::Heap | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse
+        )
     }
 }

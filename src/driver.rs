@@ -24,11 +24,19 @@ pub struct DriverError {
 impl DriverError {
     /// A failure of the compilation itself (exit status 1).
     pub fn failure(message: impl Into<String>) -> DriverError {
-        DriverError { status: 1, message: message.into(), rendered: false }
+        DriverError {
+            status: 1,
+            message: message.into(),
+            rendered: false,
+        }
     }
     /// A request `cmm` cannot serve: a combination of options not implemented (exit status 2).
     pub fn unsupported(message: impl Into<String>) -> DriverError {
-        DriverError { status: 2, message: message.into(), rendered: false }
+        DriverError {
+            status: 2,
+            message: message.into(),
+            rendered: false,
+        }
     }
 }
 
@@ -65,8 +73,11 @@ fn read_source(path: &Path) -> Result<String, DriverError> {
 fn front_end(path: &Path, target: Target) -> Result<cmm_front::typed::Program, DriverError> {
     let src = read_source(path)?;
     let name = path.display().to_string();
-    cmm_front::check_rendered(&name, &src, target.info())
-        .map_err(|text| DriverError { status: 1, message: text, rendered: true })
+    cmm_front::check_rendered(&name, &src, target.info()).map_err(|text| DriverError {
+        status: 1,
+        message: text,
+        rendered: true,
+    })
 }
 
 /// `cmm check`.
@@ -123,7 +134,10 @@ fn generate(
         Backend::Native => {
             let out = cmm_codegen::native::compile_native(lowered, want_asm)
                 .map_err(|e| DriverError::failure(e.to_string()))?;
-            Ok(Generated { object: out.object, asm: out.disasm })
+            Ok(Generated {
+                object: out.object,
+                asm: out.disasm,
+            })
         }
         Backend::Emit => {
             let emit_opts = cmm_codegen::emit::EmitOptions {
@@ -136,7 +150,10 @@ fn generate(
             let asm = cmm_codegen::emit::emit_program(lowered, &emit_opts)
                 .map_err(|e| DriverError::failure(e.to_string()))?;
             let object = assemble(opts.target, &asm)?;
-            Ok(Generated { object, asm: Some(asm) })
+            Ok(Generated {
+                object,
+                asm: Some(asm),
+            })
         }
     }
 }
@@ -159,7 +176,11 @@ fn assemble(target: Target, asm: &str) -> Result<Vec<u8>, DriverError> {
     let s = dir.path().join("program.s");
     let o = dir.path().join("program.o");
     write_file(&s, asm.as_bytes())?;
-    let m = if target == Target::I686 { "-m32" } else { "-m64" };
+    let m = if target == Target::I686 {
+        "-m32"
+    } else {
+        "-m64"
+    };
     let out = Command::new("cc")
         .args([m, "-c", "-o"])
         .arg(&o)
@@ -200,7 +221,9 @@ fn write_text(out: Option<&Path>, text: &str) -> Result<(), DriverError> {
 }
 
 fn default_output(source: &Path, ext: Option<&str>) -> PathBuf {
-    let stem = source.file_stem().map_or_else(|| "a".into(), |s| s.to_os_string());
+    let stem = source
+        .file_stem()
+        .map_or_else(|| "a".into(), |s| s.to_os_string());
     let mut name = PathBuf::from(stem);
     if let Some(ext) = ext {
         name.set_extension(ext);
@@ -212,7 +235,11 @@ fn default_output(source: &Path, ext: Option<&str>) -> PathBuf {
 }
 
 /// Compiles to an executable at `out` (the object goes to a temporary directory).
-fn build_executable(lowered: &LoweredProgram, opts: &CodegenOpts, out: &Path) -> Result<(), DriverError> {
+fn build_executable(
+    lowered: &LoweredProgram,
+    opts: &CodegenOpts,
+    out: &Path,
+) -> Result<(), DriverError> {
     let generated = generate(lowered, opts, false)?;
     let dir = tempfile::Builder::new()
         .prefix("cmm-")
@@ -266,17 +293,48 @@ pub fn run(args: &RunArgs) -> Result<ExitCode, DriverError> {
     }
     use std::os::unix::process::ExitStatusExt as _;
     let sig = status.signal().unwrap_or(0);
-    eprintln!("cmm: program terminated by signal {sig} ({})", signal_name(sig));
+    eprintln!(
+        "cmm: program terminated by signal {sig} ({})",
+        signal_name(sig)
+    );
     Ok(ExitCode::from((128 + sig).clamp(0, 255) as u8))
 }
 
 /// The conventional name of a Linux signal number.
 pub fn signal_name(sig: i32) -> String {
     const NAMES: [&str; 32] = [
-        "", "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
-        "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
-        "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
-        "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+        "",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
     ];
     match usize::try_from(sig).ok().and_then(|i| NAMES.get(i)) {
         Some(n) if !n.is_empty() => (*n).to_string(),

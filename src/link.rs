@@ -14,8 +14,15 @@ use crate::cli::Target;
 use crate::driver::DriverError;
 
 /// The system libraries the Rust staticlib `stackrt` needs (`--print native-static-libs`).
-pub const NATIVE_STATIC_LIBS: [&str; 7] =
-    ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+pub const NATIVE_STATIC_LIBS: [&str; 7] = [
+    "-lgcc_s",
+    "-lutil",
+    "-lrt",
+    "-lpthread",
+    "-lm",
+    "-ldl",
+    "-lc",
+];
 
 /// The message for a missing i686 toolchain (Rust target or gcc-multilib).
 pub const I686_SETUP_HINT: &str = "the i686 target needs the Rust target i686-unknown-linux-gnu \
@@ -31,7 +38,11 @@ pub fn runtime_archive(target: Target) -> Result<PathBuf, DriverError> {
     if !path.as_os_str().is_empty() && path.is_file() {
         return Ok(path);
     }
-    let why = if why.is_empty() { format!("{} does not exist", path.display()) } else { why.into() };
+    let why = if why.is_empty() {
+        format!("{} does not exist", path.display())
+    } else {
+        why.into()
+    };
     Err(DriverError::failure(match target {
         Target::I686 => format!("{I686_SETUP_HINT} ({why})"),
         Target::X86_64 => format!("the x86-64 runtime (stackrt) is unavailable: {why}"),
@@ -77,7 +88,11 @@ pub fn link(target: Target, objects: &[&Path], out: &Path) -> Result<(), DriverE
         return Ok(());
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let mut msg = format!("linking failed ({} exited with {}):", cc.to_string_lossy(), output.status);
+    let mut msg = format!(
+        "linking failed ({} exited with {}):",
+        cc.to_string_lossy(),
+        output.status
+    );
     for line in stderr.lines() {
         msg.push_str("\n  ");
         msg.push_str(line);

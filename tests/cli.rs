@@ -43,7 +43,12 @@ int main(int argc, char **argv) {
 
 #[test]
 fn bad_usage_exits_2() {
-    for args in [&[][..], &["compile"], &["frobnicate"], &["run", "x.cm", "--mech", "nope"]] {
+    for args in [
+        &[][..],
+        &["compile"],
+        &["frobnicate"],
+        &["run", "x.cm", "--mech", "nope"],
+    ] {
         let o = cmm().args(args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "cmm {args:?}: {}", stderr(&o));
     }
@@ -51,14 +56,25 @@ fn bad_usage_exits_2() {
 
 #[test]
 fn help_texts_exist() {
-    for args in [&["--help"][..], &["compile", "--help"], &["run", "--help"], &["check", "--help"]]
-    {
+    for args in [
+        &["--help"][..],
+        &["compile", "--help"],
+        &["run", "--help"],
+        &["check", "--help"],
+    ] {
         let o = cmm().args(args).output().unwrap();
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Usage: cmm"), "{}", stdout(&o));
     }
     let o = cmm().args(["compile", "--help"]).output().unwrap();
-    for word in ["--target", "--mech", "--backend", "--emit", "--chunk-size", "callee-cleanup"] {
+    for word in [
+        "--target",
+        "--mech",
+        "--backend",
+        "--emit",
+        "--chunk-size",
+        "callee-cleanup",
+    ] {
         assert!(stdout(&o).contains(word), "compile --help lacks {word}");
     }
 }
@@ -78,14 +94,22 @@ fn diagnostics_exit_1_in_gcc_style() {
 #[test]
 fn check_accepts_a_valid_program_silently() {
     let s = src(HELLO);
-    let o = cmm().arg("check").arg(&s.path).args(["--target", "i686"]).output().unwrap();
+    let o = cmm()
+        .arg("check")
+        .arg(&s.path)
+        .args(["--target", "i686"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(o.stdout.is_empty() && o.stderr.is_empty());
 }
 
 #[test]
 fn unreadable_file_is_one_line_exit_1() {
-    let o = cmm().args(["run", "/nonexistent/dir/prog.cm"]).output().unwrap();
+    let o = cmm()
+        .args(["run", "/nonexistent/dir/prog.cm"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o),
@@ -115,7 +139,12 @@ fn unimplemented_combinations_exit_2_with_one_line() {
 #[test]
 fn run_passes_output_arguments_and_status_through() {
     let s = src(HELLO);
-    let o = cmm().arg("run").arg(&s.path).args(["--", "a b", "-x"]).output().unwrap();
+    let o = cmm()
+        .arg("run")
+        .arg(&s.path)
+        .args(["--", "a b", "-x"])
+        .output()
+        .unwrap();
     assert_eq!(stdout(&o), "[a b][-x]hello 3\n");
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(o.stderr.is_empty(), "{}", stderr(&o));
@@ -143,7 +172,13 @@ fn run_reports_abort() {
 }
 
 fn compile(s: &Src, extra: &[&str]) -> Output {
-    cmm().arg("compile").arg(&s.path).args(extra).current_dir(s.dir.path()).output().unwrap()
+    cmm()
+        .arg("compile")
+        .arg(&s.path)
+        .args(extra)
+        .current_dir(s.dir.path())
+        .output()
+        .unwrap()
 }
 
 #[test]
@@ -178,7 +213,11 @@ fn compile_emits_object_clif_and_asm() {
 
     // The IR does not depend on the back end, so i686 IR is available too.
     let o = compile(&s, &["--emit", "clif", "--target", "i686"]);
-    assert!(stdout(&o).contains("function u0:0(i32, i32) -> i32"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("function u0:0(i32, i32) -> i32"),
+        "{}",
+        stdout(&o)
+    );
 
     let out = s.dir.path().join("prog.s");
     let o = compile(&s, &["--emit", "asm", "-o", out.to_str().unwrap()]);
@@ -205,7 +244,12 @@ fn corpus_style_invocation_works_from_another_directory() {
     // tests/corpus.rs runs `cmm run FILE -- args` with a path to the corpus.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let hello = root.join("tests/programs/hello.cm");
-    let o = cmm().arg("run").arg(&hello).current_dir(std::env::temp_dir()).output().unwrap();
+    let o = cmm()
+        .arg("run")
+        .arg(&hello)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
     assert_eq!(stdout(&o), "hello, world\n");
     assert_eq!(o.status.code(), Some(0));
 }

@@ -106,9 +106,12 @@ pub fn x86_64_isa() -> Result<OwnedTargetIsa, NativeError> {
         ("enable_probestack", "true"),
         ("probestack_strategy", "inline"),
     ] {
-        flags.set(k, v).map_err(|e| NativeError::Isa(format!("{k}={v}: {e}")))?;
+        flags
+            .set(k, v)
+            .map_err(|e| NativeError::Isa(format!("{k}={v}: {e}")))?;
     }
-    let triple = Triple::from_str("x86_64-unknown-linux-gnu").map_err(|e| NativeError::Isa(e.to_string()))?;
+    let triple = Triple::from_str("x86_64-unknown-linux-gnu")
+        .map_err(|e| NativeError::Isa(e.to_string()))?;
     isa::lookup(triple)
         .map_err(|e| NativeError::Isa(e.to_string()))?
         .finish(settings::Flags::new(flags))
@@ -126,8 +129,7 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
         return Err(NativeError::UnsupportedTarget("i686".into()));
     }
     let isa = x86_64_isa()?;
-    let builder =
-        ObjectBuilder::new(isa, "cmm", default_libcall_names()).map_err(module_err)?;
+    let builder = ObjectBuilder::new(isa, "cmm", default_libcall_names()).map_err(module_err)?;
     let mut module = ObjectModule::new(builder);
 
     // Functions, in IR index order.
@@ -145,16 +147,25 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
         } else {
             (e.name.clone(), Linkage::Import)
         };
-        func_ids.push(module.declare_function(&name, linkage, &e.signature).map_err(module_err)?);
+        func_ids.push(
+            module
+                .declare_function(&name, linkage, &e.signature)
+                .map_err(module_err)?,
+        );
     }
     for (i, id) in func_ids.iter().enumerate() {
-        debug_assert_eq!(id.as_u32(), i as u32, "module function ids follow the IR contract");
+        debug_assert_eq!(
+            id.as_u32(),
+            i as u32,
+            "module function ids follow the IR contract"
+        );
     }
     let mut thunks = Vec::new();
     for (j, e) in p.externs.iter().enumerate() {
         if e.variadic {
-            let target =
-                module.declare_function(&e.name, Linkage::Import, &e.signature).map_err(module_err)?;
+            let target = module
+                .declare_function(&e.name, Linkage::Import, &e.signature)
+                .map_err(module_err)?;
             thunks.push((func_ids[p.functions.len() + j], target));
         }
     }
@@ -162,13 +173,27 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
     // Data objects, in IR index order.
     let mut data_ids = Vec::new();
     for d in &p.data {
-        let linkage = if d.exported { Linkage::Export } else { Linkage::Local };
-        data_ids.push(module.declare_data(&d.symbol, linkage, d.writable, false).map_err(module_err)?);
+        let linkage = if d.exported {
+            Linkage::Export
+        } else {
+            Linkage::Local
+        };
+        data_ids.push(
+            module
+                .declare_data(&d.symbol, linkage, d.writable, false)
+                .map_err(module_err)?,
+        );
     }
     for (i, id) in data_ids.iter().enumerate() {
-        debug_assert_eq!(id.as_u32(), i as u32, "module data ids follow the IR contract");
+        debug_assert_eq!(
+            id.as_u32(),
+            i as u32,
+            "module data ids follow the IR contract"
+        );
     }
-    let abi_id = module.declare_data("__cmm_abi", Linkage::Export, false, false).map_err(module_err)?;
+    let abi_id = module
+        .declare_data("__cmm_abi", Linkage::Export, false, false)
+        .map_err(module_err)?;
 
     // Code.
     let mut ctx = Context::new();
@@ -180,8 +205,13 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
         module
             .define_function(*id, &mut ctx)
             .map_err(|e| NativeError::Module(format!("function {}: {e:?}", f.name)))?;
-        let compiled = ctx.compiled_code().ok_or_else(|| module_err("no compiled code"))?;
-        let frame = compiled.buffer.frame_layout().map_or(0, |l| l.frame_to_fp_offset);
+        let compiled = ctx
+            .compiled_code()
+            .ok_or_else(|| module_err("no compiled code"))?;
+        let frame = compiled
+            .buffer
+            .frame_layout()
+            .map_or(0, |l| l.frame_to_fp_offset);
         frame_sizes.push(frame + X86_64_SETUP_AREA);
         if let Some(text) = &compiled.vcode {
             disasm.push_str(&format!("{}:\n{}\n", f.symbol, text));
@@ -198,7 +228,9 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
             name: ModuleRelocTarget::user(FUNC_NAMESPACE, target.as_u32()),
             addend: -4,
         };
-        module.define_function_bytes(thunk, 16, &bytes, &[reloc]).map_err(module_err)?;
+        module
+            .define_function_bytes(thunk, 16, &bytes, &[reloc])
+            .map_err(module_err)?;
     }
 
     // Data.
@@ -221,8 +253,15 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
     module.define_data(abi_id, &abi).map_err(module_err)?;
     let _ = DATA_NAMESPACE;
 
-    let object = module.finish().emit().map_err(|e| NativeError::Object(e.to_string()))?;
-    Ok(NativeOutput { object, frame_sizes, disasm: want_disasm.then_some(disasm) })
+    let object = module
+        .finish()
+        .emit()
+        .map_err(|e| NativeError::Object(e.to_string()))?;
+    Ok(NativeOutput {
+        object,
+        frame_sizes,
+        disasm: want_disasm.then_some(disasm),
+    })
 }
 
 /// The IR type check every back end can use: is this program lowered for x86-64?

@@ -71,8 +71,8 @@ fn corpus_verifies_i686() {
 
 #[test]
 fn tables_follow_the_ir_contract() {
-    use cranelift_codegen::ir::{types, ArgumentExtension};
     use cmm_codegen::lower::{DataKind, NameTarget};
+    use cranelift_codegen::ir::{types, ArgumentExtension};
     let src = r#"
 extern int printf(char *fmt, ...);
 extern void *malloc(int n);
@@ -85,7 +85,10 @@ int main() {
     printf("b %d\n", stacksizeof(first));
     return first("c");
 }"#;
-    for (target, ptr) in [(TargetInfo::X86_64, types::I64), (TargetInfo::I686, types::I32)] {
+    for (target, ptr) in [
+        (TargetInfo::X86_64, types::I64),
+        (TargetInfo::I686, types::I32),
+    ] {
         let prog = cmm_front::check("t.cm", src, target).unwrap();
         let lp = lower_program(&prog);
         verify(&lp).unwrap();
@@ -104,20 +107,31 @@ int main() {
         let malloc = &lp.externs[1];
         assert_eq!(malloc.name, "malloc");
         assert_eq!(malloc.signature.params[0].value_type, types::I32);
-        assert_eq!(malloc.signature.params[0].extension, ArgumentExtension::Sext);
+        assert_eq!(
+            malloc.signature.params[0].extension,
+            ArgumentExtension::Sext
+        );
         assert!(lp.externs[0].variadic && !malloc.variadic);
         // Data: 2 globals, 3 strings, 2 frame-size cells, in that order.
         assert_eq!((lp.num_globals, lp.num_strings, lp.data.len()), (2, 3, 7));
         assert_eq!(lp.data[0].symbol, "cmmg_counter");
-        assert_eq!((lp.data[1].size, lp.data[1].kind.clone()), (10, DataKind::Zeroed));
+        assert_eq!(
+            (lp.data[1].size, lp.data[1].kind.clone()),
+            (10, DataKind::Zeroed)
+        );
         assert_eq!(lp.data[2].kind, DataKind::Bytes(b"a\0".to_vec()));
-        assert_eq!(lp.data[lp.frame_size_data(0) as usize].kind, DataKind::FrameSize { function: 0 });
+        assert_eq!(
+            lp.data[lp.frame_size_data(0) as usize].kind,
+            DataKind::FrameSize { function: 0 }
+        );
         // Every external name used by the IR resolves, and printf is called with two
         // signatures (fixed part only, then with the extra int).
         let main = &lp.functions[1].func;
         let mut printf_sigs = Vec::new();
         for (_, ext) in main.dfg.ext_funcs.iter() {
-            let cranelift_codegen::ir::ExternalName::User(r) = ext.name else { panic!() };
+            let cranelift_codegen::ir::ExternalName::User(r) = ext.name else {
+                panic!()
+            };
             let name = &main.params.user_named_funcs()[r];
             if lp.resolve(name) == Some(NameTarget::Extern(0)) {
                 printf_sigs.push(main.dfg.signatures[ext.signature].params.len());

@@ -34,10 +34,17 @@ fn run(src: &str) -> (String, i32) {
         .arg(&exe)
         .output()
         .expect("cc runs");
-    assert!(cc.status.success(), "link failed: {}", String::from_utf8_lossy(&cc.stderr));
+    assert!(
+        cc.status.success(),
+        "link failed: {}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
     let run = Command::new(&exe).output().expect("program runs");
     let _ = std::fs::remove_dir_all(&dir);
-    (String::from_utf8_lossy(&run.stdout).into_owned(), run.status.code().expect("exit status"))
+    (
+        String::from_utf8_lossy(&run.stdout).into_owned(),
+        run.status.code().expect("exit status"),
+    )
 }
 
 fn tempfile_dir() -> std::path::PathBuf {
@@ -103,7 +110,10 @@ int main() {
     return 0;
 }"#);
     // 2^31 wraps to -2^31; 2^32 wraps to 0; -2^31 - 1 wraps to 2^31 - 1.
-    assert_eq!(out, "-2147483648 0 2147483647\n-3 -1 -3 1\n-4 -2147483648 -6\n");
+    assert_eq!(
+        out,
+        "-2147483648 0 2147483647\n-3 -1 -3 1\n-4 -2147483648 -6\n"
+    );
 }
 
 #[test]
@@ -210,7 +220,11 @@ int main() { return 0; }"#;
     // that plus those 16 bytes; System V keeps frames 16-byte aligned.
     assert_eq!(out.frame_sizes[0], 16);
     assert!(out.frame_sizes[1] >= 4016, "{}", out.frame_sizes[1]);
-    assert!(out.frame_sizes.iter().all(|s| s % 16 == 0), "{:?}", out.frame_sizes);
+    assert!(
+        out.frame_sizes.iter().all(|s| s % 16 == 0),
+        "{:?}",
+        out.frame_sizes
+    );
 }
 
 #[test]
@@ -221,6 +235,10 @@ int main() { return stacksizeof(big) - 4000; }"#;
     let prog = cmm_front::check("t.cm", src, TargetInfo::X86_64).unwrap();
     let out = compile_native(&lower_program(&prog), false).unwrap();
     let expected = (out.frame_sizes[0] - 4000) as i32;
-    assert!((16..=255).contains(&expected), "frame {}", out.frame_sizes[0]);
+    assert!(
+        (16..=255).contains(&expected),
+        "frame {}",
+        out.frame_sizes[0]
+    );
     assert_eq!(run(src).1, expected);
 }
