@@ -102,7 +102,6 @@ struct AddrV {
 
 #[derive(Clone, Debug)]
 enum BaseV {
-    None,
     Reg(VReg),
     Slot(u32),
     Sym(String),
@@ -129,7 +128,7 @@ struct Isel<'a> {
     blocks: HashMap<ir::Block, Block>,
     /// Offsets of Cranelift stack slots inside the stack-slot area.
     slot_offsets: Vec<u32>,
-    /// Clobbers of a call to a C-- function (every allocatable register).
+    /// Clobbers of a call to a C-- function (every allocatable register but the preserved ones).
     all_regs: PRegSet,
     /// Byte-register constraint on i686 (`Limit(4)`: eax, ecx, edx, ebx).
     byte_limit: Option<usize>,
@@ -155,7 +154,7 @@ pub fn lower_function(
     let reserved = mech.reserved_regs(target);
     for g in regs::allocatable_gprs(target) {
         let r = regs::gpr(g);
-        if !reserved.contains(&r) {
+        if !reserved.contains(&r) && !regs::cmm_callee_saved(target).contains(&g) {
             all_regs.add(r);
         }
     }
@@ -261,6 +260,7 @@ impl<'a> Isel<'a> {
             }
             self.block_ended = false;
         }
+        self.remove_dead_vcode();
         // Predecessors.
         for i in 0..self.vc.blocks.len() {
             let succs = self.vc.blocks[i].succs.clone();
@@ -315,6 +315,74 @@ impl<'a> Isel<'a> {
             .into_iter()
             .filter(|&(_, n)| n > 0)
             .map(|(v, _)| v)
+            .collect();
+    }
+
+    /// Removes VCode instructions without side effects whose definitions are never used (e.g.
+    /// an address computation every use of which was folded into an address mode).
+    fn remove_dead_vcode(&mut self) {
+        let vc = &mut self.vc;
+        let mut uses = vec![0u32; vc.num_vregs];
+        for inst in &vc.insts {
+            for o in &inst.ops {
+                if o.kind() == OperandKind::Use {
+                    uses[o.vreg().vreg()] += 1;
+                }
+            }
+        }
+        for b in &vc.blocks {
+            for args in &b.succ_args {
+                for v in args {
+                    uses[v.vreg()] += 1;
+                }
+            }
+        }
+        let mut dead = vec![false; vc.insts.len()];
+        loop {
+            let mut changed = false;
+            for (i, inst) in vc.insts.iter().enumerate().rev() {
+                if dead[i] || !removable(&inst.kind) {
+                    continue;
+                }
+                let defs_unused = inst
+                    .ops
+                    .iter()
+                    .filter(|o| o.kind() == OperandKind::Def)
+                    .all(|o| uses[o.vreg().vreg()] == 0);
+                if defs_unused {
+                    dead[i] = true;
+                    changed = true;
+                    for o in &inst.ops {
+                        if o.kind() == OperandKind::Use {
+                            uses[o.vreg().vreg()] -= 1;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        // Compact the instruction list and renumber the block ranges.
+        let mut new_index = Vec::with_capacity(vc.insts.len() + 1);
+        let mut n = 0u32;
+        for d in &dead {
+            new_index.push(n);
+            if !d {
+                n += 1;
+            }
+        }
+        new_index.push(n);
+        for b in &mut vc.blocks {
+            b.start = new_index[b.start as usize];
+            b.end = new_index[b.end as usize];
+        }
+        let insts = std::mem::take(&mut vc.insts);
+        vc.insts = insts
+            .into_iter()
+            .zip(dead)
+            .filter(|(_, d)| !d)
+            .map(|(i, _)| i)
             .collect();
     }
 
@@ -691,7 +759,6 @@ impl<'a> Isel<'a> {
     fn amode_ops(&mut self, a: &AddrV, o: &mut Ops) -> Amode {
         let mut disp = a.disp;
         let mut base = match &a.base {
-            BaseV::None => Base::None,
             BaseV::Reg(r) => Base::Reg(o.reg(*r)),
             BaseV::Slot(s) => Base::Slot(*s),
             BaseV::Sym(s) => Base::Sym(s.clone()),
@@ -1482,6 +1549,22 @@ impl<'a> Isel<'a> {
 
 fn unreachable_data<T>(op: Opcode) -> R<T> {
     Err(format!("malformed instruction data for `{op}`"))
+}
+
+/// Whether a VCode instruction may be dropped when its definitions are unused.
+fn removable(k: &Kind) -> bool {
+    !matches!(
+        k,
+        Kind::Call(_)
+            | Kind::Store { .. }
+            | Kind::StoreImm { .. }
+            | Kind::Jmp { .. }
+            | Kind::BrCmp { .. }
+            | Kind::BrFCmp { .. }
+            | Kind::Ret { .. }
+            | Kind::Trap
+            | Kind::Div { .. }
+    )
 }
 
 /// Whether an instruction may be dropped when its results are unused.

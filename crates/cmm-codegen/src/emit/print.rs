@@ -17,7 +17,8 @@
 use std::fmt::Write;
 
 use regalloc2::{
-    Allocation, Block, Function as _, InstOrEdit, MachineEnv, PRegSet, RegClass, RegallocOptions,
+    Allocation, Block, Function as _, InstOrEdit, MachineEnv, PReg, PRegSet, RegClass,
+    RegallocOptions,
 };
 
 use super::isel::{arg_slot_size, stack_slots_size};
@@ -43,9 +44,15 @@ pub struct Printed {
 pub fn machine_env(target: Target, mech: &dyn Mechanism) -> MachineEnv {
     let reserved = mech.reserved_regs(target);
     let mut gprs = PRegSet::empty();
+    let mut saved = PRegSet::empty();
     for g in regs::allocatable_gprs(target) {
         let r = regs::gpr(g);
-        if !reserved.contains(&r) {
+        if reserved.contains(&r) {
+            continue;
+        }
+        if regs::cmm_callee_saved(target).contains(&g) {
+            saved.add(r);
+        } else {
             gprs.add(r);
         }
     }
@@ -55,7 +62,9 @@ pub fn machine_env(target: Target, mech: &dyn Mechanism) -> MachineEnv {
     }
     MachineEnv {
         preferred_regs_by_class: [gprs, xmms, PRegSet::empty()],
-        non_preferred_regs_by_class: [PRegSet::empty(), PRegSet::empty(), PRegSet::empty()],
+        // Preserved registers cost a save and a restore: used when the others run out, e.g.
+        // for values live across calls.
+        non_preferred_regs_by_class: [saved, PRegSet::empty(), PRegSet::empty()],
         scratch_by_class: [None, None, None],
         fixed_stack_slots: Vec::new(),
     }
@@ -75,6 +84,8 @@ struct Printer<'a> {
     args_at: u32,
     labels: u32,
     consts: Vec<u64>,
+    /// Preserved registers the function uses and their save slots (offsets from esp).
+    saved: Vec<(PReg, u32)>,
 }
 
 /// Allocates registers for `vc` and prints function `index` of `p`.
@@ -94,9 +105,31 @@ pub fn print_function(
     };
     let ra = regalloc2::run(vc, &env, &opts).map_err(|e| format!("register allocation: {e:?}"))?;
 
+    // Preserved registers the function writes: saved after the prologue, restored before each
+    // epilogue.
+    let mut saved: Vec<PReg> = Vec::new();
+    let mut note = |a: Allocation| {
+        if let Some(r) = a.as_reg() {
+            if r.class() == RegClass::Int
+                && regs::cmm_callee_saved(target).contains(&(r.hw_enc() as u8))
+                && !saved.contains(&r)
+            {
+                saved.push(r);
+            }
+        }
+    };
+    for a in &ra.allocs {
+        note(*a);
+    }
+    for (_, regalloc2::Edit::Move { to, .. }) in &ra.edits {
+        note(*to);
+    }
+    saved.sort_by_key(|r| r.hw_enc());
+
     // Frame layout.
     let spill_bytes = (ra.num_spillslots as u32 * 8).div_ceil(16) * 16;
-    let content = spill_bytes + stack_slots_size(&lf.func);
+    let slots_end = spill_bytes + stack_slots_size(&lf.func).div_ceil(8) * 8;
+    let content = slots_end + 8 * saved.len() as u32;
     let arg_bytes: u32 = lf
         .func
         .signature
@@ -125,6 +158,11 @@ pub fn print_function(
         args_at: frame_size + mech.entry_arg_offset(target),
         labels: 0,
         consts: Vec::new(),
+        saved: saved
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (*r, slots_end + 8 * i as u32))
+            .collect(),
     };
     let _ = writeln!(
         pr.out,
@@ -139,6 +177,15 @@ pub fn print_function(
         lf.symbol, arg_bytes
     );
     mech.prologue(&frame, &mut pr.out);
+    for (r, off) in pr.saved.clone() {
+        let w = pr.word();
+        pr.line(format!(
+            "mov {} ptr [{} + {off}], {}",
+            ptr_kw(w),
+            target.sp(),
+            regs::name(r, w)
+        ));
+    }
 
     // Blocks that are a lone jump with no moves are not printed; branches go to their target.
     let nb = vc.num_blocks();
@@ -753,6 +800,15 @@ impl<'a> Printer<'a> {
             }
             Kind::Call(info) => self.call(info, al)?,
             Kind::Ret { .. } => {
+                for (r, off) in self.saved.clone() {
+                    let w = self.word();
+                    let sp = self.target.sp();
+                    self.line(format!(
+                        "mov {}, {} ptr [{sp} + {off}]",
+                        regs::name(r, w),
+                        ptr_kw(w)
+                    ));
+                }
                 let frame = self.frame;
                 self.mech.epilogue(&frame, &mut self.out);
             }

@@ -112,3 +112,13 @@ pub fn c_callee_saved(target: Target) -> &'static [u8] {
 
 /// System V x86-64 integer argument registers, in order.
 pub const SYSV_INT_ARGS: [u8; 6] = [RDI, RSI, RDX, RCX, R8, R9];
+
+/// Registers the C-- convention of the emission stage preserves across calls (a subset of the C
+/// ABI's callee-saved registers, so C calls and the runtime's entry trampolines preserve them
+/// too). A function saves those it uses in its frame. Everything else is clobbered by a call.
+pub fn cmm_callee_saved(target: Target) -> &'static [u8] {
+    match target {
+        Target::I686 => &[RBX, RSI, RDI],
+        Target::X86_64 => &[RBX, 12, 13, 14, 15],
+    }
+}
