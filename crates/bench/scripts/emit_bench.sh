@@ -25,8 +25,8 @@ if [ "$(gcc -dumpversion | cut -d. -f1)" -ge 14 ]; then gccflags+=(-fpermissive)
 # name  file  args
 programs=(
     "summation thesis/summation_single.cm 2000000"
-    "tree thesis/tree_single.cm 1000 3000 0.3 400"
-    "realworld thesis/realworld_single.cm 10 100 300000 1000"
+    "tree thesis/tree_single.cm 1000 30000 0.3 4000"
+    "realworld thesis/realworld_single.cm 10 100 3000000 10000"
     "quicksort thesis/quicksort.cm 2000000 12345"
 )
 
