@@ -85,7 +85,7 @@ pub struct CodegenOpts {
     #[arg(long, value_enum, default_value = "traditional")]
     pub mech: Mech,
     /// Code generator.
-    #[arg(long, value_enum, default_value = "native")]
+    #[arg(long, value_enum, default_value = "emit")]
     pub backend: Backend,
     /// Size of a stack chunk in bytes (chunked mechanisms: heap, lookahead, mmu, mmu-reuse).
     #[arg(long, value_name = "BYTES")]

@@ -14,7 +14,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cmm="${1:-$root/target/release/cmm}"
-runs="${2:-7}"
+runs="${2:-11}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 || true
