@@ -37,6 +37,9 @@ pub enum Emit {
     Asm,
     /// The Cranelift IR of every function, as text; default: stdout.
     Clif,
+    /// The look-ahead call-graph plan (frames, longest paths, checkpoints and their
+    /// reserves); needs `--mech lookahead`; default: stdout.
+    Callgraph,
 }
 
 /// The architecture to generate code for.

@@ -97,11 +97,18 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
             )));
         }
     }
+    if let (Mech::Lookahead, Some(size)) = (opts.mech, opts.chunk_size) {
+        cmm_codegen::callgraph::validate_chunk_size(size as u64)
+            .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
+    }
     match opts.backend {
-        Backend::Emit if emit_mech(opts.mech).is_none() => Err(DriverError::unsupported(format!(
-            "the emission back end implements --mech traditional and callee-cleanup, not {}",
-            opts.mech.name()
-        ))),
+        Backend::Emit if emit_mech(opts.mech, opts.chunk_size).is_none() => {
+            Err(DriverError::unsupported(format!(
+                "the emission back end implements --mech traditional, callee-cleanup and \
+                 lookahead, not {}",
+                opts.mech.name()
+            )))
+        }
         Backend::Emit => Ok(()),
         Backend::Native if opts.target != Target::X86_64 => Err(DriverError::unsupported(format!(
             "the native back end generates x86-64 code only; --target {} needs --backend emit",
@@ -145,7 +152,8 @@ fn generate(
                     Target::I686 => cmm_codegen::emit::Target::I686,
                     Target::X86_64 => cmm_codegen::emit::Target::X86_64,
                 },
-                mech: emit_mech(opts.mech).ok_or_else(|| DriverError::unsupported("mechanism"))?,
+                mech: emit_mech(opts.mech, opts.chunk_size)
+                    .ok_or_else(|| DriverError::unsupported("mechanism"))?,
             };
             let asm = cmm_codegen::emit::emit_program(lowered, &emit_opts)
                 .map_err(|e| DriverError::failure(e.to_string()))?;
@@ -159,12 +167,44 @@ fn generate(
 }
 
 /// The emission stage's mechanism for a `--mech` choice, if it implements it.
-fn emit_mech(m: Mech) -> Option<cmm_codegen::emit::MechKind> {
+fn emit_mech(m: Mech, chunk_size: Option<u32>) -> Option<cmm_codegen::emit::MechKind> {
     match m {
         Mech::Traditional => Some(cmm_codegen::emit::MechKind::Traditional),
         Mech::CalleeCleanup => Some(cmm_codegen::emit::MechKind::CalleeCleanup),
+        Mech::Lookahead => Some(cmm_codegen::emit::MechKind::Lookahead {
+            chunk_size: chunk_size.unwrap_or(cmm_codegen::callgraph::DEFAULT_CHUNK_SIZE),
+        }),
         _ => None,
     }
+}
+
+/// The emission stage's target for a `--target` choice.
+fn emit_target(t: Target) -> cmm_codegen::emit::Target {
+    match t {
+        Target::I686 => cmm_codegen::emit::Target::I686,
+        Target::X86_64 => cmm_codegen::emit::Target::X86_64,
+    }
+}
+
+/// `--emit callgraph`: the look-ahead plan of the program, as text.
+fn callgraph_text(lowered: &LoweredProgram, opts: &CodegenOpts) -> Result<String, DriverError> {
+    check_combination(opts)?;
+    if opts.mech != Mech::Lookahead || opts.backend != Backend::Emit {
+        return Err(DriverError::unsupported(format!(
+            "--emit callgraph needs --mech lookahead with --backend emit, not --mech {}",
+            opts.mech.name()
+        )));
+    }
+    let chunk = opts
+        .chunk_size
+        .unwrap_or(cmm_codegen::callgraph::DEFAULT_CHUNK_SIZE);
+    let plan = cmm_codegen::emit::mech::lookahead::plan_program(
+        lowered,
+        emit_target(opts.target),
+        chunk,
+    )
+    .map_err(|e| DriverError::failure(e.to_string()))?;
+    Ok(plan.to_string())
 }
 
 /// Assembles the emission stage's output with the system C compiler into object bytes.
@@ -256,6 +296,7 @@ pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
     let out = args.output.as_deref();
     match args.emit {
         Emit::Clif => write_text(out, &lowered.to_clif())?,
+        Emit::Callgraph => write_text(out, &callgraph_text(&lowered, &args.opts)?)?,
         Emit::Asm => {
             let generated = generate(&lowered, &args.opts, true)?;
             write_text(out, generated.asm.as_deref().unwrap_or(""))?;

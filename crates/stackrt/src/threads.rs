@@ -210,6 +210,10 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
     // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
     let (routine, routine_arg) = unsafe { crate::start::thread_start(fp, arg) };
 
+    // Under `lookahead` C-- code runs on stack chunks: the native stack stays small.
+    #[allow(non_snake_case)]
+    let fpStackSize =
+        crate::mech::lookahead::thread_stack_request(crate::start::program_abi(), fpStackSize);
     let mut attr = core::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
     // SAFETY: pthread_attr_init initializes the attribute object it is given.
     let rc = unsafe { libc::pthread_attr_init(attr.as_mut_ptr()) };

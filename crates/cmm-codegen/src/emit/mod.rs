@@ -48,6 +48,9 @@ pub enum MechKind {
     Traditional,
     /// Paper section 4.2: caller pushes the return address and jumps, callee pops everything.
     CalleeCleanup,
+    /// Thesis 3.4.3: linked stack chunks of `chunk_size` bytes, checkpoint calls test for room
+    /// (`mech::lookahead`).
+    Lookahead { chunk_size: u32 },
 }
 
 impl MechKind {
@@ -59,6 +62,9 @@ impl MechKind {
         match s {
             "traditional" => Some(MechKind::Traditional),
             "callee-cleanup" => Some(MechKind::CalleeCleanup),
+            "lookahead" => Some(MechKind::Lookahead {
+                chunk_size: crate::callgraph::DEFAULT_CHUNK_SIZE,
+            }),
             _ => None,
         }
     }
@@ -93,6 +99,9 @@ impl std::error::Error for EmitError {}
 /// Emits a whole program as one assembly file: the text of every function, the data objects
 /// (globals, strings, frame-size cells) and `__cmm_abi`.
 pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, EmitError> {
+    if let MechKind::Lookahead { chunk_size } = opts.mech {
+        return mech::lookahead::emit_program(p, opts, chunk_size);
+    }
     let mech = mech::by_kind(opts.mech);
     let want_ptr = match opts.target {
         Target::I686 => cranelift_codegen::ir::types::I32,

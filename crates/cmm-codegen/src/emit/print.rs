@@ -867,6 +867,13 @@ impl<'a> Printer<'a> {
         if let Some(n) = info.variadic_vec_regs {
             self.line(format!("mov eax, {n}"));
         }
+        let site = CallSite {
+            target: self.target,
+            callee: &info.symbol,
+            arg_bytes: pad + arg_bytes,
+            return_label: "",
+        };
+        self.mech.extern_call_check(&site, &mut self.out);
         self.line(format!("call {}", info.symbol));
         let mut cleanup = pad + arg_bytes;
         if info.x87_ret {
@@ -887,6 +894,7 @@ impl<'a> Printer<'a> {
         if cleanup != 0 {
             self.line(format!("add {sp}, {cleanup}"));
         }
+        self.mech.extern_call_return(&site, &mut self.out);
         self.depth = 0;
         Ok(())
     }

@@ -7,7 +7,12 @@
 
 use core::ffi::c_void;
 
-use crate::abi::{ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_TRADITIONAL as TRADITIONAL};
+pub mod lookahead;
+
+use crate::abi::{
+    ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_LOOKAHEAD as LOOKAHEAD,
+    ABI_TRADITIONAL as TRADITIONAL,
+};
 use crate::start::StartRoutine;
 
 extern "C" {
@@ -32,7 +37,7 @@ unsafe fn arg_count(fp: usize) -> usize {
 
 /// Whether [`enter`] knows the convention `abi`.
 pub fn is_emitted_abi(abi: u32) -> bool {
-    abi == TRADITIONAL || abi == CALLEE_CLEANUP
+    abi == TRADITIONAL || abi == CALLEE_CLEANUP || abi == LOOKAHEAD
 }
 
 /// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
@@ -57,6 +62,8 @@ pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> 
         // SAFETY: as above for the callee-cleanup convention; the trampoline recovers its stack
         // pointer whatever number of arguments the callee pops.
         CALLEE_CLEANUP => Some(unsafe { stackrt_enter_callee_cleanup(fp, a0, a1, nargs) }),
+        // SAFETY: as above for the lookahead convention (a fresh first chunk per entry).
+        LOOKAHEAD => Some(unsafe { lookahead::enter(fp, a0, a1, nargs) }),
         _ => None,
     }
 }

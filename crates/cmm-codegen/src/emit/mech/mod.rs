@@ -11,9 +11,11 @@ use regalloc2::PReg;
 use super::{MechKind, Target};
 
 mod callee_cleanup;
+pub mod lookahead;
 mod traditional;
 
 pub use callee_cleanup::CalleeCleanup;
+pub use lookahead::{Lookahead, LookaheadBase};
 pub use traditional::Traditional;
 
 /// What a mechanism needs to know about the function whose prologue/epilogue it writes.
@@ -64,6 +66,12 @@ pub trait Mechanism {
     /// Lines after the arguments are pushed: the transfer of control and, on return, whatever
     /// restores the caller's stack pointer.
     fn call_suffix(&self, c: &CallSite, out: &mut String);
+    /// Lines right before the `call` of a C function, once its arguments are in place
+    /// (`c.arg_bytes` = bytes pushed, alignment padding included; `c.return_label` is empty).
+    /// Default: none.
+    fn extern_call_check(&self, _c: &CallSite, _out: &mut String) {}
+    /// Lines after a C function returned and its stack arguments were removed. Default: none.
+    fn extern_call_return(&self, _c: &CallSite, _out: &mut String) {}
 }
 
 /// The mechanism object for a command-line choice.
@@ -71,6 +79,7 @@ pub fn by_kind(kind: MechKind) -> &'static dyn Mechanism {
     match kind {
         MechKind::Traditional => &Traditional,
         MechKind::CalleeCleanup => &CalleeCleanup,
+        MechKind::Lookahead { .. } => &LookaheadBase,
     }
 }
 

@@ -1,0 +1,544 @@
+//! Mechanism `lookahead`: linked stack chunks with look-ahead overflow detection (thesis 3.4.3,
+//! after Capriccio): checkpoint call sites test for room before the call and link a new chunk
+//! when the reserve would not fit; the underflow test after the call returns to the previous
+//! chunk. Which call sites are checkpoints, and what they reserve, comes from
+//! [`crate::callgraph`], fed with this stage's real frame sizes (so the program is emitted in
+//! two passes, see [`emit_program`]).
+//!
+//! # Chunk register
+//!
+//! The chunk register holds the address of the current chunk's header (stackrt's
+//! `ChunkHeader`, word `i` at `i * P`: 0 thread stack, 1 previous SP, 2 previous header,
+//! 3 limit, 4 resume): `ebp` on i686 as in the thesis, `rbp` on x86-64 (the same register; it is
+//! callee-saved in both C ABIs, so C functions called on a chunk keep it, and it has no fixed
+//! role in the C-- convention). It is reserved: never allocated.
+//!
+//! # Sequences, side by side with the thesis
+//!
+//! The callee is listing 3.11 unchanged (the same as `traditional`): `sub esp, S ... add esp,
+//! S; ret`. A call site that is not a checkpoint is the `traditional` one. A checkpoint with
+//! reserve `R` (bytes below the caller's SP: arguments plus the callee's longest path) and `A`
+//! bytes of arguments:
+//!
+//! ```text
+//!  thesis listing 3.10                        this stage (i686; x86-64: r11, r10, rsp, rbp)
+//!  MOV  EAX, ESP                              push argN ... push arg1          (A bytes)
+//!  MOV  EDX, ESP                              lea  ecx, [esp - (R - A + 16)]
+//!  ADD  EDX, CHUNK - LONGEST_PATH - 16        cmp  ecx, dword ptr [ebp + 12]   ; limit
+//!  CMP  EDX, EBP                              jb   .LlaN_ovf                   ; out of line
+//!  JGE  .L1                                 .LlaN_go:
+//!  CALL STAMEX_OVERFLOW_HANDLER               call callee
+//! .L1: PUSH arg1 ... PUSH argn                add  esp, A
+//!  CALL callee                                cmp  esp, ebp
+//!  ADD  ESP, args_size                        je   .LlaN_unf                   ; out of line
+//!  CMP  EBP, ESP                            .LlaN_back:
+//!  JNE  .L2                                   ; in `.subsection 1` (after all functions):
+//!  CALL STAMEX_UNDERFLOW_HANDLER            .LlaN_ovf:  mov ecx, R ; mov edx, A
+//! .L2:                                                  call stackrt_lookahead_overflow
+//!                                                       jmp .LlaN_go
+//!                                           .LlaN_unf:  call stackrt_lookahead_underflow
+//!                                                       jmp .LlaN_back
+//! ```
+//!
+//! The semantics are the thesis's: overflow iff the reserve does not fit above the chunk's
+//! limit (`SP - R < limit + 16`, stackrt's `CHECK_SLACK` of 16 bytes leaves room for the
+//! handler's return address, like the thesis's `- 16`); then a new chunk is linked and the call
+//! runs on it; after the call, `SP == chunk register` means the callee was the first frame of
+//! the chunk, which is then unlinked. Differences, all for the register allocator:
+//!
+//! * The test comes *after* the pushes, right before the `call`. There every register the call
+//!   clobbers is dead (arguments have been pushed; C-- calls pass nothing in registers; the
+//!   System V register arguments of C calls are never `r10`/`r11`), so the test needs no
+//!   register of its own, and the pushes keep reading spill slots `esp`-relative. The thesis
+//!   tests before the pushes and keeps `eax` as a base pointer to the caller's frame instead.
+//!   The overflow handler therefore copies the `A` bytes of pushed arguments (and its return
+//!   address) to the new chunk; `prev_sp` is the caller's SP before the pushes, as in the
+//!   thesis.
+//! * The test compares against the header's `limit` word instead of computing
+//!   `SP + chunk_size - ...` against `ebp`: the same condition, without the wrap-around the
+//!   thesis form has for chunks mapped near the top of a 32-bit address space.
+//! * The overflow and underflow calls are out of line (`.subsection 1`), so the common path is
+//!   three instructions and a not-taken branch before the call and two after it.
+//!
+//! Calls to C functions are checkpoints too when the analysis says so (a large frame calling
+//! `printf` with small chunks): the same test right before `call`, the underflow test after the
+//! stack cleanup. C code preserves `ebp`/`rbp`, so the chunk register survives every C call.
+//!
+//! # Stack of a lookahead program (i686; x86-64 the same with 8-byte words)
+//!
+//! ```text
+//!  chunk k (older)                               chunk k+1 (linked at a checkpoint)
+//!  +---------------------------+ header k        +---------------------------+ header k+1 = ebp
+//!  | ...frames...              |                 | args of the checkpoint    |   (copied)
+//!  | caller's frame (S bytes)  |                 | return address            |
+//!  +---------------------------+ <- prev_sp      | callee's frame (S bytes)  |
+//!  | (free: was the pushed     |    of k+1       | ...deeper frames...       |
+//!  |  args, now copied)        |                 +---------------------------+ <- esp
+//!  |  ... unused tail ...      |                 |  ... free ...             |
+//!  +---------------------------+ limit k         +---------------------------+ limit k+1
+//! ```
+//!
+//! `header k+1` holds `prev_sp` (the caller's SP before its pushes), `prev_header = header k`
+//! and the thread stack (the native stack, where the handlers run their Rust code).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use cranelift_codegen::ir::{ExternalName, InstructionData};
+use regalloc2::PReg;
+
+use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
+use crate::callgraph::{
+    self, CallGraphConfig, CallGraphInput, CallGraphPlan, ChunkHeaderLayout, FunctionNode,
+};
+use crate::emit::{isel, print, regs, EmitError, EmitOptions, Target};
+use crate::lower::{LoweredProgram, NameTarget};
+use cmm_front::typed::Callee;
+
+/// ABI id of `lookahead` (`stackrt::abi::ABI_LOOKAHEAD`).
+pub const ABI_LOOKAHEAD: u32 = 3;
+
+/// The runtime's overflow handler (`crates/stackrt/src/arch/*`): called by a checkpoint's
+/// out-of-line stub with the reserve and the pushed argument bytes.
+pub const OVERFLOW_HANDLER: &str = "stackrt_lookahead_overflow";
+/// The runtime's underflow handler: called when a call returns to its chunk's header.
+pub const UNDERFLOW_HANDLER: &str = "stackrt_lookahead_underflow";
+
+/// The chunk register's hardware encoding: `ebp`/`rbp` on both targets.
+pub const CHUNK_REGISTER: u8 = regs::RBP;
+
+
+/// Largest immediate the stubs load with a 32-bit `mov` (reserves are below 1 GiB anyway).
+const MAX_IMM: u32 = i32::MAX as u32;
+
+/// The stateless face of the mechanism ([`super::by_kind`]): name, ABI id, reserved register
+/// and the `traditional` sequences. [`emit_program`] uses [`Lookahead`], which adds the plan.
+pub struct LookaheadBase;
+
+impl Mechanism for LookaheadBase {
+    fn name(&self) -> &'static str {
+        "lookahead"
+    }
+    fn abi_id(&self) -> u32 {
+        ABI_LOOKAHEAD
+    }
+    fn reserved_regs(&self, _target: Target) -> Vec<PReg> {
+        vec![regs::gpr(CHUNK_REGISTER)]
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        target.slot()
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        // Listing 3.11, line 1.
+        sub_sp(f.target, f.frame_size, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        // Listing 3.11, lines 3-4.
+        add_sp(f.target, f.frame_size, out);
+        out.push_str("\tret\n");
+    }
+    fn call_prefix(&self, _c: &CallSite, _out: &mut String) -> u32 {
+        0
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        let _ = writeln!(out, "\tcall {}", c.callee);
+        add_sp(c.target, c.arg_bytes, out);
+    }
+}
+
+/// Registers of the checkpoint sequences on a target.
+struct Regs {
+    sp: &'static str,
+    chunk: &'static str,
+    /// Scratch for the test; the reserve for the overflow handler.
+    scratch: &'static str,
+    /// The reserve in the stub (32-bit name of `scratch`).
+    reserve: &'static str,
+    /// The argument bytes in the stub.
+    args: &'static str,
+    word: &'static str,
+}
+
+fn regs_of(t: Target) -> Regs {
+    match t {
+        Target::I686 => Regs {
+            sp: "esp",
+            chunk: "ebp",
+            scratch: "ecx",
+            reserve: "ecx",
+            args: "edx",
+            word: "dword",
+        },
+        Target::X86_64 => Regs {
+            sp: "rsp",
+            chunk: "rbp",
+            scratch: "r11",
+            reserve: "r11d",
+            args: "r10d",
+            word: "qword",
+        },
+    }
+}
+
+/// The overflow test of a checkpoint, printed after the arguments are pushed and right before
+/// the `call` (see the module docs): `reserve` counts from the SP before the pushes, `args` is
+/// what was pushed since.
+pub fn checkpoint_test(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
+    let r = regs_of(t);
+    let limit = ChunkHeaderLayout::for_pointer_size(t.slot()).limit;
+    let distance = reserve - args + callgraph::CHECK_SLACK;
+    let _ = writeln!(
+        out,
+        "\tlea {}, [{} - {distance}]\t# checkpoint: reserve {reserve}",
+        r.scratch, r.sp
+    );
+    let _ = writeln!(
+        out,
+        "\tcmp {}, {} ptr [{} + {limit}]\t# chunk limit",
+        r.scratch, r.word, r.chunk
+    );
+    let _ = writeln!(out, "\tjb .Lla{label}_ovf");
+    let _ = writeln!(out, ".Lla{label}_go:");
+}
+
+/// The underflow test after a checkpoint's call (the arguments already removed), and the two
+/// out-of-line stubs calling the runtime's handlers.
+pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
+    let r = regs_of(t);
+    let _ = writeln!(out, "\tcmp {}, {}", r.sp, r.chunk);
+    let _ = writeln!(out, "\tje .Lla{label}_unf");
+    let _ = writeln!(out, ".Lla{label}_back:");
+    out.push_str("\t.subsection 1\n");
+    let _ = writeln!(out, ".Lla{label}_ovf:");
+    let _ = writeln!(out, "\tmov {}, {reserve}", r.reserve);
+    let _ = writeln!(out, "\tmov {}, {args}", r.args);
+    let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tjmp .Lla{label}_go");
+    let _ = writeln!(out, ".Lla{label}_unf:");
+    let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tjmp .Lla{label}_back");
+    out.push_str("\t.subsection 0\n");
+}
+
+/// One call as the printer emits it (first pass), in printing order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Recorded {
+    callee: String,
+    external: bool,
+    arg_bytes: u32,
+}
+
+#[derive(Default)]
+struct State {
+    /// Function being printed.
+    current: usize,
+    /// Next call site of `current`.
+    cursor: usize,
+    /// Labels handed out so far.
+    labels: u32,
+    /// An extern checkpoint between its test and its return: (label, reserve).
+    pending: Option<(u32, u32)>,
+    /// Per function `P + S` and its argument bytes.
+    frames: Vec<Option<(u32, u32)>>,
+    /// Per function its calls in printing order (recorded in both passes).
+    sites: Vec<Vec<Recorded>>,
+}
+
+/// The `lookahead` mechanism of one emission: without a plan (first pass) it prints the
+/// `traditional` sequences and records frames and calls; with one, the checkpoints.
+pub struct Lookahead {
+    /// Symbol of each C-- function → its index.
+    index: HashMap<String, usize>,
+    /// Per function, per call site in printing order: the reserve at checkpoints.
+    plan: Option<Vec<Vec<Option<u32>>>>,
+    state: RefCell<State>,
+}
+
+impl Lookahead {
+    fn new(p: &LoweredProgram, plan: Option<Vec<Vec<Option<u32>>>>) -> Self {
+        let n = p.functions.len();
+        Lookahead {
+            index: p
+                .functions
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.symbol.clone(), i))
+                .collect(),
+            plan,
+            state: RefCell::new(State {
+                frames: vec![None; n],
+                sites: vec![Vec::new(); n],
+                ..State::default()
+            }),
+        }
+    }
+
+    /// Records the next call site of the current function and returns its reserve if it is a
+    /// checkpoint, with a fresh label.
+    fn next_site(&self, c: &CallSite, external: bool) -> Option<(u32, u32)> {
+        let mut st = self.state.borrow_mut();
+        let cur = st.current;
+        let k = st.cursor;
+        st.cursor += 1;
+        st.sites[cur].push(Recorded {
+            callee: c.callee.to_string(),
+            external,
+            arg_bytes: c.arg_bytes,
+        });
+        let reserve = self
+            .plan
+            .as_ref()
+            .and_then(|p| p.get(cur).and_then(|s| s.get(k)).copied().flatten())?;
+        let label = st.labels;
+        st.labels += 1;
+        Some((label, reserve))
+    }
+}
+
+impl Mechanism for Lookahead {
+    fn name(&self) -> &'static str {
+        LookaheadBase.name()
+    }
+    fn abi_id(&self) -> u32 {
+        LookaheadBase.abi_id()
+    }
+    fn reserved_regs(&self, target: Target) -> Vec<PReg> {
+        LookaheadBase.reserved_regs(target)
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        LookaheadBase.entry_arg_offset(target)
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        {
+            let mut st = self.state.borrow_mut();
+            let cur = self.index.get(f.symbol).copied().unwrap_or(usize::MAX);
+            if cur < st.frames.len() {
+                st.current = cur;
+                st.cursor = 0;
+                st.sites[cur].clear();
+                st.frames[cur] = Some((f.frame_size + f.target.slot(), f.arg_bytes));
+            }
+        }
+        LookaheadBase.prologue(f, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        LookaheadBase.epilogue(f, out);
+    }
+    fn call_prefix(&self, _c: &CallSite, _out: &mut String) -> u32 {
+        0
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        match self.next_site(c, false) {
+            None => LookaheadBase.call_suffix(c, out),
+            Some((label, reserve)) => {
+                checkpoint_test(c.target, label, reserve, c.arg_bytes, out);
+                let _ = writeln!(out, "\tcall {}", c.callee);
+                add_sp(c.target, c.arg_bytes, out);
+                checkpoint_return(c.target, label, reserve, c.arg_bytes, out);
+            }
+        }
+    }
+    fn extern_call_check(&self, c: &CallSite, out: &mut String) {
+        let site = self.next_site(c, true);
+        if let Some((label, reserve)) = site {
+            checkpoint_test(c.target, label, reserve, c.arg_bytes, out);
+        }
+        self.state.borrow_mut().pending = site;
+    }
+    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
+        let pending = self.state.borrow_mut().pending.take();
+        if let Some((label, reserve)) = pending {
+            checkpoint_return(c.target, label, reserve, c.arg_bytes, out);
+        }
+    }
+}
+
+fn emit_error(message: String) -> EmitError {
+    EmitError {
+        function: None,
+        message,
+    }
+}
+
+/// Functions whose address is taken (thread entries): roots of the call graph.
+fn address_taken(p: &LoweredProgram) -> Vec<bool> {
+    let mut taken = vec![false; p.functions.len()];
+    for lf in &p.functions {
+        let f = &lf.func;
+        for block in f.layout.blocks() {
+            for inst in f.layout.block_insts(block) {
+                let InstructionData::FuncAddr { func_ref, .. } = f.dfg.insts[inst] else {
+                    continue;
+                };
+                let ExternalName::User(r) = &f.dfg.ext_funcs[func_ref].name else {
+                    continue;
+                };
+                let u = &f.params.user_named_funcs()[*r];
+                if let Some(NameTarget::Function(i)) = p.resolve(u) {
+                    taken[i as usize] = true;
+                }
+            }
+        }
+    }
+    taken
+}
+
+/// First pass: instruction selection, register allocation and printing with the plan-less
+/// mechanism, for every function's frame and calls. Returns the analysis input.
+fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, State), EmitError> {
+    let rec = Lookahead::new(p, None);
+    for (i, f) in p.functions.iter().enumerate() {
+        let err = |message: String| EmitError {
+            function: Some(f.name.clone()),
+            message,
+        };
+        let vcode = isel::lower_function(p, i, target, &rec).map_err(err)?;
+        print::print_function(p, i, &vcode, target, &rec).map_err(err)?;
+    }
+    let state = rec.state.into_inner();
+    let taken = address_taken(p);
+    let mut functions = Vec::with_capacity(p.functions.len());
+    for (i, f) in p.functions.iter().enumerate() {
+        let (frame, args) = state.frames[i].ok_or_else(|| {
+            emit_error(format!("function `{}` was not printed", f.name))
+        })?;
+        let mut calls = Vec::new();
+        for s in &state.sites[i] {
+            let callee = if s.external {
+                let j = p
+                    .externs
+                    .iter()
+                    .position(|e| e.name == s.callee)
+                    .ok_or_else(|| emit_error(format!("unknown extern `{}`", s.callee)))?;
+                Callee::Extern(j as u32)
+            } else {
+                let g = rec.index.get(&s.callee).copied().ok_or_else(|| {
+                    emit_error(format!("call to unknown function `{}`", s.callee))
+                })?;
+                Callee::Function(g as u32)
+            };
+            calls.push(callgraph::CallSite {
+                callee,
+                arg_bytes: s.arg_bytes,
+            });
+        }
+        functions.push(FunctionNode {
+            name: f.name.clone(),
+            frame,
+            calls,
+            root: (f.name == "main" || taken[i]).then_some(args),
+        });
+    }
+    let input = CallGraphInput {
+        functions,
+        externs: p.externs.iter().map(|e| e.name.clone()).collect(),
+    };
+    Ok((input, state))
+}
+
+/// The look-ahead plan of a program: checkpoints and reserves from the emission stage's frames
+/// (what `cmm compile --emit callgraph` prints).
+pub fn plan_program(
+    p: &LoweredProgram,
+    target: Target,
+    chunk_size: u32,
+) -> Result<CallGraphPlan, EmitError> {
+    let (input, _) = first_pass(p, target)?;
+    let config = CallGraphConfig::new(chunk_size, target.slot());
+    callgraph::analyze(&input, &config).map_err(|e| emit_error(e.to_string()))
+}
+
+/// Emits the whole program under `lookahead` (see [`crate::emit::emit_program`]): a first pass
+/// for the frames, the call-graph analysis, and a second pass printing the checkpoints. Also
+/// defines `__cmm_chunk_size`.
+pub fn emit_program(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    chunk_size: u32,
+) -> Result<String, EmitError> {
+    let target = opts.target;
+    callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
+    let (input, first) = first_pass(p, target)?;
+    let config = CallGraphConfig::new(chunk_size, target.slot());
+    let plan = callgraph::analyze(&input, &config).map_err(|e| emit_error(e.to_string()))?;
+    let mut table = Vec::with_capacity(plan.functions.len());
+    for f in &plan.functions {
+        let mut sites = Vec::with_capacity(f.sites.len());
+        for s in &f.sites {
+            if s.checkpoint.is_some() && s.reserve > MAX_IMM {
+                return Err(emit_error(format!("reserve {} too large", s.reserve)));
+            }
+            sites.push(s.checkpoint.map(|_| s.reserve));
+        }
+        table.push(sites);
+    }
+    let mech = Lookahead::new(p, Some(table));
+    let mut out = String::new();
+    out.push_str("\t.intel_syntax noprefix\n");
+    let _ = writeln!(
+        out,
+        "# cmm emission stage: target {:?}, mechanism {}, chunk size {chunk_size}, {} checkpoints",
+        target,
+        mech.name(),
+        plan.checkpoint_count()
+    );
+    out.push_str("\t.text\n");
+    let mut frame_sizes = Vec::with_capacity(p.functions.len());
+    let mut rodata = String::new();
+    for (i, f) in p.functions.iter().enumerate() {
+        let err = |message: String| EmitError {
+            function: Some(f.name.clone()),
+            message,
+        };
+        let vcode = isel::lower_function(p, i, target, &mech).map_err(err)?;
+        let printed = print::print_function(p, i, &vcode, target, &mech).map_err(err)?;
+        out.push_str(&printed.text);
+        rodata.push_str(&printed.rodata);
+        frame_sizes.push(printed.frame_size);
+    }
+    // The second pass must have printed the calls the plan was made for, in the same order.
+    let second = mech.state.into_inner();
+    if second.sites != first.sites || second.frames != first.frames {
+        return Err(emit_error(
+            "lookahead: the second pass printed different calls or frames than the first".into(),
+        ));
+    }
+    crate::emit::emit_data(p, opts, &LookaheadBase, &frame_sizes, &rodata, &mut out);
+    out.push_str("\t.section .rodata\n\t.globl __cmm_chunk_size\n\t.p2align 2\n");
+    out.push_str("\t.type __cmm_chunk_size, @object\n\t.size __cmm_chunk_size, 4\n");
+    let _ = writeln!(out, "__cmm_chunk_size:\n\t.long {chunk_size}");
+    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_sequence_i686() {
+        let mut s = String::new();
+        checkpoint_test(Target::I686, 7, 100, 8, &mut s);
+        s.push_str("\tcall cmm_f\n");
+        checkpoint_return(Target::I686, 7, 100, 8, &mut s);
+        // 100 - 8 + 16 = 108 below the SP after the pushes; limit is header word 3.
+        assert!(s.starts_with(
+            "\tlea ecx, [esp - 108]\t# checkpoint: reserve 100\n\tcmp ecx, dword ptr [ebp + 12]"
+        ));
+        assert!(s.contains("\tcmp esp, ebp\n\tje .Lla7_unf\n.Lla7_back:\n\t.subsection 1\n"));
+        assert!(s.contains(".Lla7_ovf:\n\tmov ecx, 100\n\tmov edx, 8\n"));
+        assert!(s.ends_with("\tjmp .Lla7_back\n\t.subsection 0\n"));
+    }
+
+    #[test]
+    fn checkpoint_sequence_x86_64() {
+        let mut s = String::new();
+        checkpoint_test(Target::X86_64, 0, 64, 16, &mut s);
+        checkpoint_return(Target::X86_64, 0, 64, 16, &mut s);
+        assert!(s.starts_with("\tlea r11, [rsp - 64]"));
+        assert!(s.contains("\tcmp r11, qword ptr [rbp + 24]"));
+        assert!(s.contains("\tmov r11d, 64\n\tmov r10d, 16\n\tcall stackrt_lookahead_overflow\n"));
+        assert!(s.contains("\tcmp rsp, rbp\n"));
+    }
+}

@@ -1,0 +1,180 @@
+//! i686 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
+//! (listing 3.13's role), the overflow handler (listing 3.14) and the underflow handler (listing
+//! 3.15). They switch to the thread's native stack (header word 0, like the thesis's `MOV ESP,
+//! [EBP]`) and call the chunk runtime's Rust entry points (`crate::chunk::global`, cdecl) with
+//! `esp` 16-byte aligned, instead of `malloc`/`free`.
+//!
+//! The chunk register is `ebp`, as in the thesis: the address of the current chunk's header
+//! (`ChunkHeader`, word `i` at `4 * i`: 0 thread stack, 1 previous SP, 2 previous header,
+//! 3 limit). The emitted sequences that call the handlers are documented in
+//! `crates/cmm-codegen/src/emit/mech/lookahead.rs`. No absolute relocations in `.text`.
+
+use core::arch::global_asm;
+
+// stackrt_enter_lookahead(fp, a0, a1, nargs) -> eax, cdecl.
+//
+// Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
+// chunk, then gives the thread's chunks back. Preserves ebp ebx esi edi.
+//
+//   native stack                              first chunk
+//   | nargs a1 a0 fp    | X + 20 ..           +-----------------------+ H = ebp = header
+//   | return address    | X + 16              | a1 (if nargs = 2)     |
+//   | ebp ebx esi edi   | 16 bytes            | a0 (if nargs >= 1)    |
+//   +-------------------+ X                   | return address        |
+//   | (alignment)       |                     | frame of fp ...       |
+//   | X                 | T + 12              v                       v
+//   | (unused)          | T + 0 .. T + 8
+//   +-------------------+ T = thread stack (16-byte aligned): header word 0
+//   | handlers' save areas and Rust frames (below T, only while a handler runs)
+//
+// When `fp` returns, every chunk switch has been undone (each checkpoint's underflow test),
+// so ebp = H again and [ebp] = T finds the native stack.
+global_asm!(
+    ".text",
+    ".globl stackrt_enter_lookahead",
+    ".type stackrt_enter_lookahead, @function",
+    ".p2align 4",
+    "stackrt_enter_lookahead:",
+    "push %ebp",
+    "push %ebx",
+    "push %esi",
+    "push %edi",
+    "mov %esp, %ebx",
+    "and $-16, %esp",
+    "sub $16, %esp",
+    "mov %ebx, 12(%esp)",
+    "mov %esp, %eax",
+    "sub $16, %esp",
+    "mov %eax, (%esp)",
+    "call {enter}",
+    "mov %eax, %ebp",
+    "mov %eax, %esp",
+    "mov 32(%ebx), %ecx",
+    "cmp $2, %ecx",
+    "jb .Lla_one32",
+    "push 28(%ebx)",
+    ".Lla_one32:",
+    "cmp $1, %ecx",
+    "jb .Lla_none32",
+    "push 24(%ebx)",
+    ".Lla_none32:",
+    "call *20(%ebx)",
+    "mov (%ebp), %esp",
+    "mov %eax, %esi",
+    "sub $16, %esp",
+    "call {exit}",
+    "mov %esi, %eax",
+    "mov 28(%esp), %esp",
+    "pop %edi",
+    "pop %esi",
+    "pop %ebx",
+    "pop %ebp",
+    "ret",
+    ".size stackrt_enter_lookahead, .-stackrt_enter_lookahead",
+    enter = sym crate::chunk::stackrt_chunk_thread_enter,
+    exit = sym crate::chunk::stackrt_chunk_thread_exit,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_overflow: called by a checkpoint's stub when the reserve does not fit.
+//
+// In:  ecx = reserve R (bytes below the caller's SP before its pushes), edx = A (bytes the
+//      caller pushed: arguments and padding), ebp = current header, [esp] = return address
+//      into the stub, [esp + 4 .. esp + 4 + A) = the pushed arguments.
+// Out: ebp = new header; esp = new header - A - 4 with the arguments and the return address
+//      copied there; returns into the stub (which jumps to the `call`).
+// Clobbered: eax ecx edx, flags (dead at a checkpoint: i686 calls pass nothing in registers).
+// Preserved: ebx esi edi, xmm registers are not touched by the copy (Rust may clobber them;
+//      none is live before a call).
+//
+//   old chunk                       native stack (T = [ebp])         new chunk
+//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+//   | args (A bytes)   |            | (unused)         | +24        | args (copied)    |
+//   | ret into stub    | <- esp     | A                | +20        | ret into stub    |
+//   |                  |            | old esp          | +16        +------------------+ <- esp
+//   |                  |            | (pad)            | +12
+//   |                  |            | reserve R        | +8   cdecl arguments of
+//   |                  |            | caller_sp        | +4   stackrt_chunk_overflow
+//   |                  |            | cur header       | +0 <- esp at the call (T - 32)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_overflow",
+    ".type stackrt_lookahead_overflow, @function",
+    ".p2align 4",
+    "stackrt_lookahead_overflow:",
+    "mov %esp, %eax",
+    "mov (%ebp), %esp",
+    "sub $32, %esp",
+    "mov %eax, 16(%esp)",
+    "mov %edx, 20(%esp)",
+    "mov %ebp, (%esp)",
+    "lea 4(%eax,%edx), %eax",
+    "mov %eax, 4(%esp)",
+    "mov %ecx, 8(%esp)",
+    "call {overflow}",
+    "mov %eax, %ebp",
+    "mov 16(%esp), %ecx",
+    "mov 20(%esp), %edx",
+    "lea -4(%eax), %esp",
+    "sub %edx, %esp",
+    "add $4, %edx",
+    ".Lla_copy32:",
+    "sub $4, %edx",
+    "mov (%ecx,%edx), %eax",
+    "mov %eax, (%esp,%edx)",
+    "jnz .Lla_copy32",
+    "ret",
+    ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
+    overflow = sym crate::chunk::stackrt_chunk_overflow,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_underflow: called by a checkpoint's stub when the call returned with
+// esp = ebp, i.e. the callee was the first frame of the current chunk.
+//
+// In:  ebp = current header, [esp] = return address into the stub (esp = header - 4),
+//      eax (and edx) / xmm0 = the call's result (doubles are returned in xmm0 by the emission
+//      stage, on i686 too).
+// Out: ebp = previous header, esp = the header's prev_sp (the caller's SP); returns into the
+//      stub (which jumps back after the test). The chunk is given back to the runtime.
+// Preserved: eax edx xmm0 and ebx esi edi. Clobbered: ecx, other xmm registers (all dead
+//      after a call).
+//
+//   native stack (T = [ebp])
+//   +------------------+ T
+//   | xmm0             | +32
+//   | prev_sp          | +28
+//   | return address   | +24
+//   | edx              | +20
+//   | eax              | +16
+//   | (pad)            | +4
+//   | cur header       | +0 <- esp at the call (T - 48)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_underflow",
+    ".type stackrt_lookahead_underflow, @function",
+    ".p2align 4",
+    "stackrt_lookahead_underflow:",
+    "mov (%esp), %ecx",
+    "mov (%ebp), %esp",
+    "sub $48, %esp",
+    "mov %eax, 16(%esp)",
+    "mov %edx, 20(%esp)",
+    "mov %ecx, 24(%esp)",
+    "mov 4(%ebp), %eax",
+    "mov %eax, 28(%esp)",
+    "movups %xmm0, 32(%esp)",
+    "mov %ebp, (%esp)",
+    "call {underflow}",
+    "mov %eax, %ebp",
+    "movups 32(%esp), %xmm0",
+    "mov 16(%esp), %eax",
+    "mov 20(%esp), %edx",
+    "mov 24(%esp), %ecx",
+    "mov 28(%esp), %esp",
+    "push %ecx",
+    "ret",
+    ".size stackrt_lookahead_underflow, .-stackrt_lookahead_underflow",
+    underflow = sym crate::chunk::stackrt_chunk_underflow,
+    options(att_syntax)
+);

@@ -1,0 +1,212 @@
+//! x86-64 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
+//! (listing 3.13's role), the overflow handler (listing 3.14) and the underflow handler (listing
+//! 3.15). They switch to the thread's native stack (header word 0) and call the chunk runtime's
+//! Rust entry points (`crate::chunk::global`) with `rsp` 16-byte aligned.
+//!
+//! The chunk register is `rbp`: the address of the current chunk's header (`ChunkHeader`, word
+//! `i` at `8 * i`: 0 thread stack, 1 previous SP, 2 previous header, 3 limit). The emitted
+//! sequences that call the handlers are documented in
+//! `crates/cmm-codegen/src/emit/mech/lookahead.rs`.
+
+use core::arch::global_asm;
+
+// stackrt_enter_lookahead(fp = rdi, a0 = rsi, a1 = rdx, nargs = rcx) -> rax, System V.
+//
+// Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
+// chunk, then gives the thread's chunks back. Preserves every System V callee-saved register.
+//
+//   native stack                              first chunk
+//   | return address (to Rust) |              +-----------------------+ H = rbp = header
+//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | a1 (if nargs = 2)     |
+//   +--------------------------+ X            | a0 (if nargs >= 1)    |
+//   | (alignment)              |              | return address        |
+//   | X                        | T + 8        | frame of fp ...       |
+//   | (unused)                 | T + 0        v                       v
+//   +--------------------------+ T = thread stack (16-byte aligned): header word 0; the
+//   | handlers' save areas and Rust frames (below T, only while a handler runs)
+//
+// When `fp` returns, every chunk switch has been undone (each checkpoint's underflow test),
+// so rbp = H again and [rbp] = T finds the native stack.
+global_asm!(
+    ".text",
+    ".globl stackrt_enter_lookahead",
+    ".type stackrt_enter_lookahead, @function",
+    ".p2align 4",
+    "stackrt_enter_lookahead:",
+    "push %rbx",
+    "push %rbp",
+    "push %r12",
+    "push %r13",
+    "push %r14",
+    "push %r15",
+    "mov %rdi, %r12",
+    "mov %rsi, %r13",
+    "mov %rdx, %r14",
+    "mov %rcx, %r15",
+    "mov %rsp, %rbx",
+    "and $-16, %rsp",
+    "sub $16, %rsp",
+    "mov %rbx, 8(%rsp)",
+    "mov %rsp, %rdi",
+    "call {enter}",
+    "mov %rax, %rbp",
+    "mov %rax, %rsp",
+    "cmp $2, %r15",
+    "jb .Lla_one64",
+    "push %r14",
+    ".Lla_one64:",
+    "cmp $1, %r15",
+    "jb .Lla_none64",
+    "push %r13",
+    ".Lla_none64:",
+    "call *%r12",
+    "mov (%rbp), %rsp",
+    "mov %rax, %rbx",
+    "call {exit}",
+    "mov %rbx, %rax",
+    "mov 8(%rsp), %rsp",
+    "pop %r15",
+    "pop %r14",
+    "pop %r13",
+    "pop %r12",
+    "pop %rbp",
+    "pop %rbx",
+    "ret",
+    ".size stackrt_enter_lookahead, .-stackrt_enter_lookahead",
+    enter = sym crate::chunk::stackrt_chunk_thread_enter,
+    exit = sym crate::chunk::stackrt_chunk_thread_exit,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_overflow: called by a checkpoint's stub when the reserve does not fit.
+//
+// In:  r11 = reserve R (bytes below the caller's SP before its pushes), r10 = A (bytes the
+//      caller pushed: arguments and padding), rbp = current header, [rsp] = return address
+//      into the stub, [rsp + 8 .. rsp + 8 + A) = the pushed arguments.
+// Out: rbp = new header; rsp = new header - A - 8 with the arguments and the return address
+//      copied there; returns into the stub (which jumps to the `call`).
+// Preserved: every register but r10, r11 and the flags (the System V argument registers
+//      rdi rsi rdx rcx r8 r9 rax and xmm0-7 too: a checkpoint may be a C call).
+//
+//   old chunk                       native stack (T = [rbp])         new chunk
+//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+//   | args (A bytes)   |            | xmm0..xmm7       | +80..+208  | args (copied)    |
+//   | ret into stub    | <- rsp     | packed A<<32 | R | +64        | ret into stub    |
+//   |                  |            | old rsp          | +56        +------------------+ <- rsp
+//   |                  |            | rax rcx rdx rsi  |            |                  |
+//   |                  |            | rdi r8 r9        | +0 <- rsp at the call (T - 208)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_overflow",
+    ".type stackrt_lookahead_overflow, @function",
+    ".p2align 4",
+    "stackrt_lookahead_overflow:",
+    "shl $32, %r10",
+    "or %r10, %r11",
+    "mov %rsp, %r10",
+    "mov (%rbp), %rsp",
+    "sub $208, %rsp",
+    "mov %rax, 0(%rsp)",
+    "mov %rcx, 8(%rsp)",
+    "mov %rdx, 16(%rsp)",
+    "mov %rsi, 24(%rsp)",
+    "mov %rdi, 32(%rsp)",
+    "mov %r8, 40(%rsp)",
+    "mov %r9, 48(%rsp)",
+    "mov %r10, 56(%rsp)",
+    "mov %r11, 64(%rsp)",
+    "movups %xmm0, 80(%rsp)",
+    "movups %xmm1, 96(%rsp)",
+    "movups %xmm2, 112(%rsp)",
+    "movups %xmm3, 128(%rsp)",
+    "movups %xmm4, 144(%rsp)",
+    "movups %xmm5, 160(%rsp)",
+    "movups %xmm6, 176(%rsp)",
+    "movups %xmm7, 192(%rsp)",
+    "mov %rbp, %rdi",
+    "mov %r11, %rsi",
+    "shr $32, %rsi",
+    "lea 8(%r10,%rsi), %rsi",
+    "mov %r11d, %edx",
+    "call {overflow}",
+    "mov %rax, %rbp",
+    "mov 56(%rsp), %r10",
+    "mov 64(%rsp), %rcx",
+    "shr $32, %rcx",
+    "lea -8(%rax), %r11",
+    "sub %rcx, %r11",
+    "add $8, %rcx",
+    ".Lla_copy64:",
+    "sub $8, %rcx",
+    "mov (%r10,%rcx), %rdx",
+    "mov %rdx, (%r11,%rcx)",
+    "jnz .Lla_copy64",
+    "mov 0(%rsp), %rax",
+    "mov 8(%rsp), %rcx",
+    "mov 16(%rsp), %rdx",
+    "mov 24(%rsp), %rsi",
+    "mov 32(%rsp), %rdi",
+    "mov 40(%rsp), %r8",
+    "mov 48(%rsp), %r9",
+    "movups 80(%rsp), %xmm0",
+    "movups 96(%rsp), %xmm1",
+    "movups 112(%rsp), %xmm2",
+    "movups 128(%rsp), %xmm3",
+    "movups 144(%rsp), %xmm4",
+    "movups 160(%rsp), %xmm5",
+    "movups 176(%rsp), %xmm6",
+    "movups 192(%rsp), %xmm7",
+    "mov %r11, %rsp",
+    "ret",
+    ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
+    overflow = sym crate::chunk::stackrt_chunk_overflow,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_underflow: called by a checkpoint's stub when the call returned with
+// rsp = rbp, i.e. the callee was the first frame of the current chunk.
+//
+// In:  rbp = current header, [rsp] = return address into the stub (rsp = header - 8),
+//      rax / xmm0 = the call's result (rdx kept as well).
+// Out: rbp = previous header, rsp = the header's prev_sp (the caller's SP); returns into the
+//      stub (which jumps back after the test). The chunk is given back to the runtime.
+// Preserved: rax rdx xmm0 and the callee-saved registers; other caller-saved registers are
+//      clobbered (they are dead after the call).
+//
+//   native stack (T = [rbp])
+//   +------------------+ T
+//   | (unused)         |
+//   | prev_sp          | +40
+//   | return address   | +32
+//   | xmm0             | +16
+//   | rdx              | +8
+//   | rax              | +0 <- rsp at the call (T - 48)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_underflow",
+    ".type stackrt_lookahead_underflow, @function",
+    ".p2align 4",
+    "stackrt_lookahead_underflow:",
+    "mov (%rsp), %r11",
+    "mov (%rbp), %rsp",
+    "sub $48, %rsp",
+    "mov %rax, 0(%rsp)",
+    "mov %rdx, 8(%rsp)",
+    "movups %xmm0, 16(%rsp)",
+    "mov %r11, 32(%rsp)",
+    "mov 8(%rbp), %r10",
+    "mov %r10, 40(%rsp)",
+    "mov %rbp, %rdi",
+    "call {underflow}",
+    "mov %rax, %rbp",
+    "mov 0(%rsp), %rax",
+    "mov 8(%rsp), %rdx",
+    "movups 16(%rsp), %xmm0",
+    "mov 32(%rsp), %r11",
+    "mov 40(%rsp), %rsp",
+    "push %r11",
+    "ret",
+    ".size stackrt_lookahead_underflow, .-stackrt_lookahead_underflow",
+    underflow = sym crate::chunk::stackrt_chunk_underflow,
+    options(att_syntax)
+);
