@@ -145,21 +145,30 @@ fn setup() -> Result<(), String> {
 fn test(extra: &[String]) -> Result<(), String> {
     let root = workspace_root();
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(Command::new(&cargo)
-        .current_dir(&root)
-        .args(["fmt", "--all", "--", "--check"]))?;
-    run(Command::new(&cargo)
-        .current_dir(&root)
-        .args(["test", "--workspace"])
-        .args(extra))?;
-    run(Command::new(&cargo).current_dir(&root).args([
+    let clippy = [
         "clippy",
         "--workspace",
         "--all-targets",
         "--",
         "-D",
         "warnings",
-    ]))?;
-    eprintln!("xtask: all tests passed");
-    Ok(())
+    ];
+    // Every step runs even when an earlier one fails, so one run reports every problem.
+    let steps: Vec<Result<(), String>> = vec![
+        run(Command::new(&cargo)
+            .current_dir(&root)
+            .args(["test", "--workspace"])
+            .args(extra)),
+        run(Command::new(&cargo).current_dir(&root).args(clippy)),
+        run(Command::new(&cargo)
+            .current_dir(&root)
+            .args(["fmt", "--all", "--", "--check"])),
+    ];
+    let failures: Vec<String> = steps.into_iter().filter_map(Result::err).collect();
+    if failures.is_empty() {
+        eprintln!("xtask: all tests passed");
+        Ok(())
+    } else {
+        Err(failures.join("\n"))
+    }
 }
