@@ -30,16 +30,24 @@ struct Config {
     backend: &'static str,
     mech: &'static str,
     target: &'static str,
+    /// `--chunk-size` for the chunked mechanisms (`None`: the default).
+    chunk_size: Option<u32>,
 }
 
 /// Every configuration the corpus runs in. Add one line per new back end / mechanism / target.
 #[rustfmt::skip]
 const CONFIGS: &[Config] = &[
-    Config { backend: "native", mech: "traditional", target: "x86_64" },
-    Config { backend: "emit", mech: "traditional", target: "x86_64" },
-    Config { backend: "emit", mech: "traditional", target: "i686" },
-    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64" },
-    Config { backend: "emit", mech: "callee-cleanup", target: "i686" },
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768) },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768) },
+    // The smallest chunks the corpus's reserves allow (8 KiB extern budget + arguments): many
+    // overflows and underflows.
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(12288) },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(12288) },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.
@@ -49,7 +57,10 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
     fn name(&self) -> String {
-        format!("{}-{}-{}", self.backend, self.mech, self.target)
+        match self.chunk_size {
+            None => format!("{}-{}-{}", self.backend, self.mech, self.target),
+            Some(c) => format!("{}-{}-{}-chunk{c}", self.backend, self.mech, self.target),
+        }
     }
 
     fn pointer_bits(&self) -> u32 {
@@ -281,6 +292,12 @@ fn check_program(program: &Program, config: Config, work: &Path) -> Vec<String> 
             "--target",
             config.target,
         ])
+        .args(
+            config
+                .chunk_size
+                .map(|c| vec!["--chunk-size".to_string(), c.to_string()])
+                .unwrap_or_default(),
+        )
         .arg("-o")
         .arg(&exe)
         .stdin(Stdio::null())

@@ -53,7 +53,9 @@
 //!   tests before the pushes and keeps `eax` as a base pointer to the caller's frame instead.
 //!   The overflow handler therefore copies the `A` bytes of pushed arguments (and its return
 //!   address) to the new chunk; `prev_sp` is the caller's SP before the pushes, as in the
-//!   thesis.
+//!   thesis. Since the pushes precede the test, the call graph counts the largest pushes of a
+//!   function as part of its frame (`--emit callgraph` shows `frame = P + S + pushes`), so the
+//!   room for them was reserved by the checkpoint that entered the caller.
 //! * The test compares against the header's `limit` word instead of computing
 //!   `SP + chunk_size - ...` against `ebp`: the same condition, without the wrap-around the
 //!   thesis form has for chunks mapped near the top of a 32-bit address space.
@@ -423,9 +425,12 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
                 arg_bytes: s.arg_bytes,
             });
         }
+        // The pushes of a checkpoint happen before its test, so they must fit in the room
+        // reserved for the caller: the analysis sees them as part of the caller's frame.
+        let pushes = calls.iter().map(|c| c.arg_bytes).max().unwrap_or(0);
         functions.push(FunctionNode {
             name: f.name.clone(),
-            frame,
+            frame: frame + pushes,
             calls,
             root: (f.name == "main" || taken[i]).then_some(args),
         });
