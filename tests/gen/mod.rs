@@ -189,6 +189,10 @@ pub struct Genome {
     pub fuel: u32,
     /// Number of guarded prints allowed.
     pub prints: u8,
+    /// A recursion spine: `Some(k)` makes `f0` and `f(k % n)` call each other (or `f0` itself)
+    /// first thing, and `main` call `f0` first, so the program recurses as deep as its depth and
+    /// fuel allow.
+    pub spine: Option<u8>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -317,7 +321,7 @@ fn entry() -> impl Strategy<Value = Entry> {
 /// few thousand), sometimes deep ones (up to [`MAX_DEPTH`], subject to the stack budget).
 pub fn genome() -> impl Strategy<Value = Genome> {
     let depth = prop_oneof![
-        3 => 1u32..=DEEP_THRESHOLD,
+        1 => 1u32..=DEEP_THRESHOLD,
         1 => (DEEP_THRESHOLD + 1)..=MAX_DEPTH,
     ];
     (
@@ -326,13 +330,15 @@ pub fn genome() -> impl Strategy<Value = Genome> {
         depth,
         1u32..=200_000,
         any::<u8>(),
+        prop::option::weighted(0.5, any::<u8>()),
     )
-        .prop_map(|(funcs, entries, depth, fuel, prints)| Genome {
+        .prop_map(|(funcs, entries, depth, fuel, prints, spine)| Genome {
             funcs,
             entries,
             depth,
             fuel,
             prints,
+            spine,
         })
 }
 
@@ -887,6 +893,22 @@ pub fn render(g: &Genome, header: &str) -> Rendered {
             }
         }
     }
+    if let Some(k) = g.spine {
+        let partner = usize::from(k) % g.funcs.len();
+        let call = |callee: usize| Stmt::Call {
+            callee: callee as u8,
+            args: Vec::new(),
+            ptrs: Vec::new(),
+            dest: 0,
+            combine: 1,
+            extra_dec: false,
+        };
+        g.funcs[0].body.insert(0, call(partner));
+        if partner != 0 {
+            g.funcs[partner].body.insert(0, call(0));
+        }
+        g.entries[0].callee = 0;
+    }
     let g = &g;
     let max_frame = g.funcs.iter().map(frame_estimate).max().unwrap_or(256);
     let depth = g
@@ -1254,4 +1276,233 @@ fn render_main(g: &Genome, depth: u32, fuel: u32, sigs: &[Sig], out: &mut Out) {
     out.line("return r & 63;");
     out.indent -= 1;
     out.line("}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reduction (test-case minimisation)
+// ---------------------------------------------------------------------------------------------
+
+/// Candidate simplifications of `g`, most aggressive first: dropping the spine, functions,
+/// `main`'s calls, statements (also inside `if` and loops, or unwrapping them), declarations,
+/// expressions, and lowering the depth, fuel and print budget. Every candidate renders to a
+/// valid program; the test keeps the first one that still fails and asks again.
+pub fn reductions(g: &Genome) -> Vec<Genome> {
+    let mut out = Vec::new();
+    if g.spine.is_some() {
+        out.push(Genome {
+            spine: None,
+            ..g.clone()
+        });
+    }
+    for funcs in shorter_lists(&g.funcs, 1) {
+        out.push(Genome { funcs, ..g.clone() });
+    }
+    for entries in shorter_lists(&g.entries, 1) {
+        out.push(Genome {
+            entries,
+            ..g.clone()
+        });
+    }
+    for (fi, f) in g.funcs.iter().enumerate() {
+        let mut with = |f2: Func| {
+            let mut g2 = g.clone();
+            g2.funcs[fi] = f2;
+            out.push(g2);
+        };
+        for body in stmt_list_variants(&f.body) {
+            with(Func { body, ..f.clone() });
+        }
+        for params in shorter_lists(&f.params, 0) {
+            with(Func {
+                params,
+                ..f.clone()
+            });
+        }
+        for scalars in shorter_lists(&f.scalars, 0) {
+            with(Func {
+                scalars,
+                ..f.clone()
+            });
+        }
+        for arrays in shorter_lists(&f.arrays, 0) {
+            with(Func {
+                arrays,
+                ..f.clone()
+            });
+        }
+        if f.ret != Ret::Int {
+            with(Func {
+                ret: Ret::Int,
+                ..f.clone()
+            });
+        }
+    }
+    for (fi, f) in g.funcs.iter().enumerate() {
+        for (si, st) in f.body.iter().enumerate() {
+            for st2 in simpler_exprs(st) {
+                let mut g2 = g.clone();
+                g2.funcs[fi].body[si] = st2;
+                out.push(g2);
+            }
+        }
+    }
+    for (ei, e) in g.entries.iter().enumerate() {
+        if !e.args.is_empty() {
+            let mut g2 = g.clone();
+            g2.entries[ei].args.clear();
+            out.push(g2);
+        }
+    }
+    if g.depth > 1 {
+        out.push(Genome {
+            depth: g.depth / 2,
+            ..g.clone()
+        });
+    }
+    if g.fuel > 1 {
+        out.push(Genome {
+            fuel: g.fuel / 2,
+            ..g.clone()
+        });
+    }
+    if g.prints > 0 {
+        out.push(Genome {
+            prints: g.prints / 2,
+            ..g.clone()
+        });
+    }
+    out
+}
+
+/// `list` without each half, quarter, ... and single element, keeping at least `min` elements.
+fn shorter_lists<T: Clone>(list: &[T], min: usize) -> Vec<Vec<T>> {
+    let mut out = Vec::new();
+    let mut chunk = list.len().div_ceil(2).max(1);
+    loop {
+        let mut start = 0;
+        while start < list.len() {
+            let end = (start + chunk).min(list.len());
+            if list.len() - (end - start) >= min {
+                let mut l = list[..start].to_vec();
+                l.extend_from_slice(&list[end..]);
+                out.push(l);
+            }
+            start = end;
+        }
+        if chunk == 1 {
+            break;
+        }
+        chunk = chunk.div_ceil(2);
+    }
+    out
+}
+
+/// Variants of a statement list: shorter lists, compound statements unwrapped, and nested
+/// lists simplified the same way.
+fn stmt_list_variants(list: &[Stmt]) -> Vec<Vec<Stmt>> {
+    let mut out = shorter_lists(list, 0);
+    for (i, st) in list.iter().enumerate() {
+        let mut replace = |with: Vec<Stmt>| {
+            let mut l = list[..i].to_vec();
+            l.extend(with);
+            l.extend_from_slice(&list[i + 1..]);
+            out.push(l);
+        };
+        match st {
+            Stmt::If { cond, then, els } => {
+                replace(then.clone());
+                replace(els.clone());
+                for t in stmt_list_variants(then) {
+                    replace(vec![Stmt::If {
+                        cond: cond.clone(),
+                        then: t,
+                        els: els.clone(),
+                    }]);
+                }
+                for e in stmt_list_variants(els) {
+                    replace(vec![Stmt::If {
+                        cond: cond.clone(),
+                        then: then.clone(),
+                        els: e,
+                    }]);
+                }
+            }
+            Stmt::Loop { form, count, body } => {
+                replace(body.clone());
+                if count % 4 != 0 {
+                    replace(vec![Stmt::Loop {
+                        form: *form,
+                        count: 0,
+                        body: body.clone(),
+                    }]);
+                }
+                for b in stmt_list_variants(body) {
+                    replace(vec![Stmt::Loop {
+                        form: *form,
+                        count: *count,
+                        body: b,
+                    }]);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The constant 0 in an int context, `0.5` in a double one.
+const ZERO: Expr = Expr::Leaf { kind: 2, sel: 100 };
+
+/// A statement with its expressions made constant, or its arguments dropped.
+fn simpler_exprs(st: &Stmt) -> Vec<Stmt> {
+    let zero_if = |e: &Expr| !matches!(e, Expr::Leaf { .. });
+    match st {
+        Stmt::Assign { var, e } if zero_if(e) => vec![Stmt::Assign { var: *var, e: ZERO }],
+        Stmt::ArrayWrite { sel, idx, e } if zero_if(idx) || zero_if(e) => vec![Stmt::ArrayWrite {
+            sel: *sel,
+            idx: ZERO,
+            e: ZERO,
+        }],
+        Stmt::Fill { sel, stride, e } if zero_if(e) => vec![Stmt::Fill {
+            sel: *sel,
+            stride: *stride,
+            e: ZERO,
+        }],
+        Stmt::Call {
+            callee,
+            args,
+            ptrs,
+            dest,
+            combine,
+            extra_dec,
+        } if !args.is_empty() || !ptrs.is_empty() => vec![Stmt::Call {
+            callee: *callee,
+            args: Vec::new(),
+            ptrs: Vec::new(),
+            dest: *dest,
+            combine: *combine,
+            extra_dec: *extra_dec,
+        }],
+        Stmt::Print {
+            args,
+            types,
+            mask,
+            use_result,
+        } => shorter_lists(args, 0)
+            .into_iter()
+            .map(|args| Stmt::Print {
+                args,
+                types: *types,
+                mask: *mask,
+                use_result: *use_result,
+            })
+            .collect(),
+        Stmt::Accumulate(e) if zero_if(e) => vec![Stmt::Accumulate(ZERO)],
+        Stmt::If { cond, then, els } if zero_if(cond) => vec![Stmt::If {
+            cond: ZERO,
+            then: then.clone(),
+            els: els.clone(),
+        }],
+        _ => Vec::new(),
+    }
 }
