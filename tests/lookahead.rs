@@ -1,0 +1,283 @@
+//! End-to-end tests of the `lookahead` mechanism (thesis 3.4.3): recursion far deeper than a
+//! fixed stack, the runtime's statistics with tiny chunks, and the multi-threaded Unbalanced
+//! Binary Tree with 256 threads in a 32-bit address space, which fixed-size stacks cannot run.
+//! Expected outputs come from formulas and from the programs' own `printf` lines, never from
+//! the code under test. The corpus (tests/corpus.rs) runs every program under lookahead too.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn cmm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cmm"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+/// Compiles `file` with `args` into `dir/name`; panics with the compiler's stderr on failure.
+fn compile(file: &Path, dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let exe = dir.join(name);
+    let o = cmm()
+        .arg("compile")
+        .arg(file)
+        .args(args)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cmm compile {} {args:?}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    exe
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `n(n+1)/2` with 32-bit wrap-around, as C-- `int` arithmetic computes it.
+fn sum_formula(n: u64) -> i32 {
+    (n * (n + 1) / 2) as u32 as i32
+}
+
+fn deep_sum_expected(n: u64) -> String {
+    format!(
+        "sum {n} = {}\nhalf {n} = {:.1}\n",
+        sum_formula(n),
+        n as f64 / 2.0
+    )
+}
+
+/// A statistics counter from the `STACKRT_STATS=1` report.
+fn stat(stderr: &str, name: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.trim_start_matches("stackrt:").trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no `{name}` in the statistics:\n{stderr}"));
+    line.split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number in {line:?}"))
+}
+
+fn run_deep_sum(exe: &Path, n: u64) -> Output {
+    Command::new(exe)
+        .arg(n.to_string())
+        .env("STACKRT_STATS", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn ten_million_nested_calls_on_i686_with_the_default_chunk_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/deep_sum.cm");
+    let exe = compile(&src, dir.path(), "deep", &["--mech", "lookahead", "--target", "i686"]);
+    let n = 10_000_000;
+    let o = run_deep_sum(&exe, n);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{err}");
+    assert_eq!(text(&o.stdout), deep_sum_expected(n));
+    assert!(err.contains("chunk size 32768 bytes"), "{err}");
+    // Every level is at least 12 bytes (argument, return address, frame): 10 million levels
+    // are over 120 MB of stack, so thousands of 32 KiB chunks, each linked and unlinked.
+    let overflows = stat(&err, "overflows");
+    assert!(overflows > 3_000, "{err}");
+    assert_eq!(overflows, stat(&err, "underflows"), "{err}");
+    assert!(stat(&err, "peak stack bytes") > 120_000_000, "{err}");
+}
+
+#[test]
+fn tiny_chunks_overflow_often_and_the_statistics_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/deep_sum.cm");
+    for target in ["x86_64", "i686"] {
+        let mut overflows = Vec::new();
+        for chunk in ["12288", "32768"] {
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("deep-{target}-{chunk}"),
+                &["--mech", "lookahead", "--target", target, "--chunk-size", chunk],
+            );
+            let n = 100_000;
+            let o = run_deep_sum(&exe, n);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {chunk}: {err}");
+            assert_eq!(text(&o.stdout), deep_sum_expected(n), "{target} {chunk}");
+            assert!(
+                err.contains(&format!("chunk size {chunk} bytes")),
+                "{target}: {err}"
+            );
+            let ov = stat(&err, "overflows");
+            assert!(ov > 0, "{target} {chunk}: {err}");
+            assert_eq!(ov, stat(&err, "underflows"), "{target} {chunk}: {err}");
+            assert_eq!(stat(&err, "threads entered"), 1, "{target} {chunk}: {err}");
+            overflows.push(ov);
+        }
+        // Same depth, chunks 8/3 times larger: fewer overflows.
+        assert!(overflows[0] > 2 * overflows[1], "{target}: {overflows:?}");
+    }
+}
+
+#[test]
+fn without_stats_the_runtime_prints_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/deep_sum.cm");
+    let exe = compile(&src, dir.path(), "deep", &["--mech", "lookahead"]);
+    let o = Command::new(&exe).arg("1000").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(text(&o.stdout), deep_sum_expected(1000));
+    assert_eq!(text(&o.stderr), "");
+}
+
+/// The thesis's tree parameters (3.5.2): a 1-million-node unbalanced branch. A spike search
+/// recurses 1 million calls deep; every call of `ubt_node_search` takes 16 bytes on i686
+/// (8 bytes of arguments, the return address, a 4-byte frame), so a thread needs 16 MiB of
+/// stack, and 256 such fixed stacks are the whole 4 GiB address space of an i686 process.
+/// With 3 searches each thread runs one spike (the third search: `rand_r` from the program's
+/// seed gives 0.666, 0.426, then 0.092 < 0.3).
+const TREE_ARGS: [&str; 6] = ["1000", "1000000", "0.3", "3", "256", "16777216"];
+
+fn tree_expected(threads: &str) -> String {
+    format!(
+        "balanced_size 1000\nunbalanced_size 1000000\npercent_spike 0.300000\nsearches 3\n\
+         threads {threads}\nUsing given stack size\nstacksize 16777216\nData: {threads}\n"
+    )
+}
+
+#[test]
+fn tree_multi_with_256_threads_runs_on_i686_under_lookahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/programs/thesis/tree_multi.cm");
+    // 64 KiB chunks: with 32 KiB ones the runtime's share of vm.max_map_count (57339 chunk
+    // mappings here, 1.8 GiB) is smaller than what 256 threads spiking at once hold.
+    let exe = compile(
+        &src,
+        dir.path(),
+        "tree",
+        &["--mech", "lookahead", "--target", "i686", "--chunk-size", "65536"],
+    );
+    let o = Command::new(&exe)
+        .args(TREE_ARGS)
+        .env("STACKRT_STATS", "1")
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{err}");
+    assert_eq!(text(&o.stdout), tree_expected("256"));
+    // main and 256 threads entered chunked code; the deepest went about 16 MB deep (measured at
+    // its last overflow), each thread's spike crossing about 16 MB / 64 KiB = 244 chunks.
+    assert_eq!(stat(&err, "threads entered"), 257, "{err}");
+    assert!(stat(&err, "peak stack bytes") >= 15_500_000, "{err}");
+    assert!(stat(&err, "overflows") >= 256 * 200, "{err}");
+}
+
+#[test]
+fn tree_multi_with_256_fixed_stacks_does_not_fit_in_32_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/programs/thesis/tree_multi.cm");
+    let exe = compile(
+        &src,
+        dir.path(),
+        "tree",
+        &["--mech", "traditional", "--target", "i686"],
+    );
+    // main's own recursion (building and freeing the tree) needs more than the usual 8 MiB
+    // process stack under a fixed-stack mechanism.
+    let run = |threads: &str| {
+        let mut args = TREE_ARGS.map(String::from);
+        args[4] = threads.to_string();
+        Command::new("sh")
+            .arg("-c")
+            .arg("ulimit -s unlimited && exec \"$0\" \"$@\"")
+            .arg(&exe)
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    // 16 MiB per thread is enough: one thread runs.
+    let one = run("1");
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+    assert_eq!(text(&one.stdout), tree_expected("1"));
+    // 256 of them are not: pthread_create runs out of address space.
+    let all = run("256");
+    let err = text(&all.stderr);
+    assert_eq!(all.status.code(), Some(1), "stderr:\n{err}");
+    assert!(
+        err.starts_with("sthread_create: cannot create thread ")
+            && err.trim_end().ends_with(": Resource temporarily unavailable")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    assert!(!text(&all.stdout).contains("Data:"));
+}
+
+#[test]
+fn chunk_size_is_validated_and_callgraph_is_printed() {
+    let src = root().join("tests/lookahead/deep_sum.cm");
+    for bad in ["1000", "0", "6000"] {
+        let o = cmm()
+            .args(["compile", "--mech", "lookahead", "--chunk-size", bad, "--emit", "asm"])
+            .arg(&src)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.starts_with("cmm: error: "), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // A chunk too small for the 8 KiB extern budget: a compile error naming the call.
+    let o = cmm()
+        .args(["compile", "--mech", "lookahead", "--chunk-size", "8192", "--emit", "obj"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("cmm: error: ") && err.contains("extern `"), "{err}");
+    // The plan: `sum` and `half` call themselves (cycle checkpoints), main is a root.
+    let o = cmm()
+        .args(["compile", "--mech", "lookahead", "--target", "i686", "--emit", "callgraph"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let plan = text(&o.stdout);
+    assert!(plan.starts_with("call graph: chunk size 32768 bytes"), "{plan}");
+    assert_eq!(plan.matches("checkpoint (cycle)").count(), 2, "{plan}");
+    assert!(plan.contains("main: frame") && plan.contains("root (entry 8)"), "{plan}");
+    // Only lookahead has a plan.
+    let o = cmm()
+        .args(["compile", "--mech", "traditional", "--emit", "callgraph"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // The object defines the chunk size and ABI 3.
+    let dir = tempfile::tempdir().unwrap();
+    let obj = dir.path().join("p.o");
+    let o = cmm()
+        .args(["compile", "--mech", "lookahead", "--chunk-size", "65536", "--emit", "obj"])
+        .arg(&src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let nm = Command::new("nm").arg(&obj).output().unwrap();
+    let syms = text(&nm.stdout);
+    assert!(syms.contains(" R __cmm_chunk_size"), "{syms}");
+    assert!(syms.contains(" R __cmm_abi"), "{syms}");
+    let dump = Command::new("objdump")
+        .args(["-s", "-j", ".rodata"])
+        .arg(&obj)
+        .output()
+        .unwrap();
+    // 65536 = 0x00010000 little-endian, 3 = ABI_LOOKAHEAD.
+    let d = text(&dump.stdout);
+    assert!(d.contains("00000100") && d.contains("03000000"), "{d}");
+}
