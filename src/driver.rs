@@ -198,12 +198,9 @@ fn callgraph_text(lowered: &LoweredProgram, opts: &CodegenOpts) -> Result<String
     let chunk = opts
         .chunk_size
         .unwrap_or(cmm_codegen::callgraph::DEFAULT_CHUNK_SIZE);
-    let plan = cmm_codegen::emit::mech::lookahead::plan_program(
-        lowered,
-        emit_target(opts.target),
-        chunk,
-    )
-    .map_err(|e| DriverError::failure(e.to_string()))?;
+    let plan =
+        cmm_codegen::emit::mech::lookahead::plan_program(lowered, emit_target(opts.target), chunk)
+            .map_err(|e| DriverError::failure(e.to_string()))?;
     Ok(plan.to_string())
 }
 

@@ -56,7 +56,11 @@ fn deep_sum_expected(n: u64) -> String {
 fn stat(stderr: &str, name: &str) -> u64 {
     let line = stderr
         .lines()
-        .find(|l| l.trim_start_matches("stackrt:").trim_start().starts_with(name))
+        .find(|l| {
+            l.trim_start_matches("stackrt:")
+                .trim_start()
+                .starts_with(name)
+        })
         .unwrap_or_else(|| panic!("no `{name}` in the statistics:\n{stderr}"));
     line.split_whitespace()
         .find_map(|w| w.parse().ok())
@@ -75,7 +79,12 @@ fn run_deep_sum(exe: &Path, n: u64) -> Output {
 fn ten_million_nested_calls_on_i686_with_the_default_chunk_size() {
     let dir = tempfile::tempdir().unwrap();
     let src = root().join("tests/lookahead/deep_sum.cm");
-    let exe = compile(&src, dir.path(), "deep", &["--mech", "lookahead", "--target", "i686"]);
+    let exe = compile(
+        &src,
+        dir.path(),
+        "deep",
+        &["--mech", "lookahead", "--target", "i686"],
+    );
     let n = 10_000_000;
     let o = run_deep_sum(&exe, n);
     let err = text(&o.stderr);
@@ -101,7 +110,14 @@ fn tiny_chunks_overflow_often_and_the_statistics_say_so() {
                 &src,
                 dir.path(),
                 &format!("deep-{target}-{chunk}"),
-                &["--mech", "lookahead", "--target", target, "--chunk-size", chunk],
+                &[
+                    "--mech",
+                    "lookahead",
+                    "--target",
+                    target,
+                    "--chunk-size",
+                    chunk,
+                ],
             );
             let n = 100_000;
             let o = run_deep_sum(&exe, n);
@@ -159,7 +175,14 @@ fn tree_multi_with_256_threads_runs_on_i686_under_lookahead() {
         &src,
         dir.path(),
         "tree",
-        &["--mech", "lookahead", "--target", "i686", "--chunk-size", "65536"],
+        &[
+            "--mech",
+            "lookahead",
+            "--target",
+            "i686",
+            "--chunk-size",
+            "65536",
+        ],
     );
     let o = Command::new(&exe)
         .args(TREE_ARGS)
@@ -209,7 +232,9 @@ fn tree_multi_with_256_fixed_stacks_does_not_fit_in_32_bits() {
     assert_eq!(all.status.code(), Some(1), "stderr:\n{err}");
     assert!(
         err.starts_with("sthread_create: cannot create thread ")
-            && err.trim_end().ends_with(": Resource temporarily unavailable")
+            && err
+                .trim_end()
+                .ends_with(": Resource temporarily unavailable")
             && err.lines().count() == 1,
         "{err}"
     );
@@ -221,7 +246,15 @@ fn chunk_size_is_validated_and_callgraph_is_printed() {
     let src = root().join("tests/lookahead/deep_sum.cm");
     for bad in ["1000", "0", "6000"] {
         let o = cmm()
-            .args(["compile", "--mech", "lookahead", "--chunk-size", bad, "--emit", "asm"])
+            .args([
+                "compile",
+                "--mech",
+                "lookahead",
+                "--chunk-size",
+                bad,
+                "--emit",
+                "asm",
+            ])
             .arg(&src)
             .output()
             .unwrap();
@@ -232,24 +265,49 @@ fn chunk_size_is_validated_and_callgraph_is_printed() {
     }
     // A chunk too small for the 8 KiB extern budget: a compile error naming the call.
     let o = cmm()
-        .args(["compile", "--mech", "lookahead", "--chunk-size", "8192", "--emit", "obj"])
+        .args([
+            "compile",
+            "--mech",
+            "lookahead",
+            "--chunk-size",
+            "8192",
+            "--emit",
+            "obj",
+        ])
         .arg(&src)
         .output()
         .unwrap();
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.starts_with("cmm: error: ") && err.contains("extern `"), "{err}");
+    assert!(
+        err.starts_with("cmm: error: ") && err.contains("extern `"),
+        "{err}"
+    );
     // The plan: `sum` and `half` call themselves (cycle checkpoints), main is a root.
     let o = cmm()
-        .args(["compile", "--mech", "lookahead", "--target", "i686", "--emit", "callgraph"])
+        .args([
+            "compile",
+            "--mech",
+            "lookahead",
+            "--target",
+            "i686",
+            "--emit",
+            "callgraph",
+        ])
         .arg(&src)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     let plan = text(&o.stdout);
-    assert!(plan.starts_with("call graph: chunk size 32768 bytes"), "{plan}");
+    assert!(
+        plan.starts_with("call graph: chunk size 32768 bytes"),
+        "{plan}"
+    );
     assert_eq!(plan.matches("checkpoint (cycle)").count(), 2, "{plan}");
-    assert!(plan.contains("main: frame") && plan.contains("root (entry 8)"), "{plan}");
+    assert!(
+        plan.contains("main: frame") && plan.contains("root (entry 8)"),
+        "{plan}"
+    );
     // Only lookahead has a plan.
     let o = cmm()
         .args(["compile", "--mech", "traditional", "--emit", "callgraph"])
@@ -261,7 +319,15 @@ fn chunk_size_is_validated_and_callgraph_is_printed() {
     let dir = tempfile::tempdir().unwrap();
     let obj = dir.path().join("p.o");
     let o = cmm()
-        .args(["compile", "--mech", "lookahead", "--chunk-size", "65536", "--emit", "obj"])
+        .args([
+            "compile",
+            "--mech",
+            "lookahead",
+            "--chunk-size",
+            "65536",
+            "--emit",
+            "obj",
+        ])
         .arg(&src)
         .arg("-o")
         .arg(&obj)

@@ -43,7 +43,10 @@ mod tests {
 
     #[test]
     fn only_lookahead_overrides_the_requested_stack() {
-        assert_eq!(thread_stack_request(crate::abi::ABI_TRADITIONAL, 1 << 20), 1 << 20);
+        assert_eq!(
+            thread_stack_request(crate::abi::ABI_TRADITIONAL, 1 << 20),
+            1 << 20
+        );
         assert_eq!(
             thread_stack_request(crate::abi::ABI_LOOKAHEAD, 48 << 20),
             NATIVE_THREAD_STACK as c_int

@@ -110,7 +110,6 @@ pub const UNDERFLOW_HANDLER: &str = "stackrt_lookahead_underflow";
 /// The chunk register's hardware encoding: `ebp`/`rbp` on both targets.
 pub const CHUNK_REGISTER: u8 = regs::RBP;
 
-
 /// Largest immediate the stubs load with a 32-bit `mov` (reserves are below 1 GiB anyway).
 const MAX_IMM: u32 = i32::MAX as u32;
 
@@ -402,9 +401,8 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
     let taken = address_taken(p);
     let mut functions = Vec::with_capacity(p.functions.len());
     for (i, f) in p.functions.iter().enumerate() {
-        let (frame, args) = state.frames[i].ok_or_else(|| {
-            emit_error(format!("function `{}` was not printed", f.name))
-        })?;
+        let (frame, args) = state.frames[i]
+            .ok_or_else(|| emit_error(format!("function `{}` was not printed", f.name)))?;
         let mut calls = Vec::new();
         for s in &state.sites[i] {
             let callee = if s.external {
