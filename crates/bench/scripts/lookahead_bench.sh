@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# lookahead_bench.sh: the `lookahead` mechanism (32 KiB chunks) against `traditional`, on the
+# thesis's deep Summation (single-threaded, one deep recursion) and the multi-threaded
+# Unbalanced Binary Tree with 1, 2, 64 and 256 threads, on x86-64 and i686, by wall-clock time.
+#
+# Usage: crates/bench/scripts/lookahead_bench.sh [CMM_BINARY] [RUNS]
+#   CMM_BINARY defaults to target/release/cmm (the compiler's speed does not matter here: the
+#   runtime is always a release build). RUNS (default 11) hyperfine runs after one warm-up.
+# Environment:
+#   BENCH_TARGETS="x86_64 i686"     targets to measure
+#   BENCH_THREADS="1 2 64 256"      thread counts of the tree benchmark
+#   BENCH_SUM_N=2000000             depth of the Summation
+#   BENCH_TREE="1000 30000 0.3 100" balanced, unbalanced, spike fraction, searches per thread
+#
+# As in emit_bench.sh, the executables of one row are timed in ONE hyperfine invocation (side
+# by side, same machine load), and both the minimum and the median are reported. Every
+# executable must print the same as the `traditional` one before it is timed. `traditional`
+# runs with `ulimit -s unlimited` (the main thread's recursion) and tree threads with a 2 MiB
+# stack (30000 levels of 16 or 32 bytes fit); `lookahead` needs neither.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+cmm="${1:-$root/target/release/cmm}"
+runs="${2:-11}"
+targets="${BENCH_TARGETS:-x86_64 i686}"
+threads="${BENCH_THREADS:-1 2 64 256}"
+sum_n="${BENCH_SUM_N:-2000000}"
+tree="${BENCH_TREE:-1000 30000 0.3 100}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 || true
+
+results="$work/results.tsv" # target row mech min median
+: >"$results"
+
+# time_row TARGET ROW ARGS: times $work/$TARGET-{trad,look} with ARGS side by side.
+time_row() {
+    local target="$1" row="$2" name="$3"
+    shift 3
+    local args="$*"
+    local cmds=()
+    for k in trad look; do
+        # shellcheck disable=SC2086
+        "$work/$target-$name-$k" $args >"$work/$k.out"
+        cmds+=("$work/$target-$name-$k $args")
+    done
+    cmp -s "$work/trad.out" "$work/look.out" || {
+        echo "lookahead_bench: $target $row: lookahead prints something else" >&2
+        exit 1
+    }
+    hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/t.json" "${cmds[@]}" \
+        >/dev/null 2>&1
+    for i in 0 1; do
+        python3 - "$work/t.json" "$i" "$target" "$row" >>"$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
+kind = ["trad", "look"][int(sys.argv[2])]
+print("\t".join([sys.argv[3], sys.argv[4], kind, repr(min(r["times"])), repr(r["median"])]))
+PY
+    done
+}
+
+for target in $targets; do
+    for p in "sum thesis/summation_single.cm" "tree thesis/tree_multi.cm"; do
+        read -r name file <<<"$p"
+        src="$root/tests/programs/$file"
+        "$cmm" compile --mech traditional --target "$target" "$src" -o "$work/$target-$name-trad"
+        "$cmm" compile --mech lookahead --chunk-size 32768 --target "$target" "$src" \
+            -o "$work/$target-$name-look"
+    done
+    time_row "$target" "summation $sum_n" sum "$sum_n"
+    for t in $threads; do
+        time_row "$target" "tree ${t}thr" tree "$tree $t 2097152"
+    done
+done
+
+python3 - "$results" "$runs" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+data, order = {}, []
+for tg, row, k, mn, med in rows:
+    if (tg, row) not in data:
+        order.append((tg, row))
+    data.setdefault((tg, row), {})[k] = (float(mn), float(med))
+print(f"Wall time in ms (min / median of {sys.argv[2]} runs); overhead = lookahead / traditional - 1")
+print(f"{'target':<8}{'benchmark':<20}{'traditional':>20}{'lookahead 32K':>20}{'overhead min':>14}{'med':>8}")
+for key in order:
+    d = data[key]
+    (tm, tmed), (lm, lmed) = d["trad"], d["look"]
+    print(f"{key[0]:<8}{key[1]:<20}{tm*1e3:9.1f} /{tmed*1e3:8.1f}{lm*1e3:9.1f} /{lmed*1e3:8.1f}"
+          f"{(lm/tm-1)*100:13.1f}%{(lmed/tmed-1)*100:7.1f}%")
+PY
