@@ -111,6 +111,10 @@ const REQUIRED: &[&str] = &[
     "emit-traditional-i686",
     "emit-callee-cleanup-x86_64",
     "emit-callee-cleanup-i686",
+    "emit-lookahead-x86_64",
+    "emit-lookahead-x86_64-tiny",
+    "emit-lookahead-i686",
+    "emit-lookahead-i686-tiny",
 ];
 
 impl Config {
@@ -398,12 +402,16 @@ fn plan(work: &Path) -> Plan {
         if supported {
             configs.push(*c);
         } else if REQUIRED.contains(&name.as_str()) {
-            let detail = cmm_compile(&src, c, tiny_chunk.or(Some(4096)), &exe, &dir, "probe")
+            let (probe, size) = match c.chunk {
+                Chunk::Default => (&src, None),
+                Chunk::Tiny => (&printf_src, Some(tiny_chunk.unwrap_or(MAX_TINY_CHUNK))),
+            };
+            let detail = cmm_compile(probe, c, size, &exe, &dir, "probe")
                 .map(|r| format!("{}: {}", r.status, r.stderr.trim()))
                 .unwrap_or_else(|e| e);
             panic!(
-                "required configuration {name} cannot compile `int main() {{ return 0; }}` \
-                 ({detail})"
+                "required configuration {name} cannot compile {} ({detail})",
+                probe.display()
             );
         } else {
             notes.push(format!(

@@ -40,7 +40,7 @@ pub const MAX_FUNCS: usize = 12;
 /// Largest number of parameters besides `depth`.
 pub const MAX_PARAMS: usize = 6;
 /// Estimated stack bytes the deepest call chain may use (gcc `-O0` frame estimate).
-pub const STACK_BUDGET: u64 = 32 << 20;
+pub const STACK_BUDGET: u64 = 48 << 20;
 /// Estimated work units (array element visits, loop iterations) of one program run.
 pub const COST_BUDGET: u64 = 15_000_000;
 /// Largest initial recursion depth.
@@ -917,10 +917,16 @@ pub fn render(g: &Genome, header: &str) -> Rendered {
         .min((STACK_BUDGET / max_frame) as u32)
         .max(1);
     let max_cost = g.funcs.iter().map(activation_cost).max().unwrap_or(30);
-    let fuel = g
-        .fuel
+    // A deep program with a spine asks for enough fuel to reach its depth, within twice the
+    // cost budget (its activations are cheap: small arrays).
+    let (fuel, budget) = if deep && g.spine.is_some() {
+        (g.fuel.max(depth), 2 * COST_BUDGET)
+    } else {
+        (g.fuel, COST_BUDGET)
+    };
+    let fuel = fuel
         .clamp(1, 200_000)
-        .min((COST_BUDGET / max_cost) as u32)
+        .min((budget / max_cost) as u32)
         .max(1);
 
     let sigs: Vec<Sig> = g
