@@ -36,14 +36,7 @@ fn stackrt(t: Target) -> PathBuf {
         let mut out = Vec::new();
         for t in [Target::I686, Target::X86_64] {
             let status = Command::new(env!("CARGO"))
-                .args([
-                    "build",
-                    "--release",
-                    "--quiet",
-                    "--ignore-rust-version",
-                    "-p",
-                    "stackrt",
-                ])
+                .args(["build", "--release", "--quiet", "-p", "stackrt"])
                 .args(["--target", triple(t)])
                 .env("CARGO_TARGET_DIR", &dir)
                 .current_dir(root())
