@@ -1,20 +1,41 @@
 #!/usr/bin/env bash
 # emit_bench.sh: the emission stage against gcc -O0/-O2 and the native back end on the
 # single-threaded thesis programs (Summation, Unbalanced Binary Tree, Real World with reduced
-# parameters, Quicksort), on x86-64 and i686. Each executable is timed with hyperfine (median
-# of several runs after a warm-up) and the medians are printed side by side, with the ratios
-# the emission stage is judged by (traditional vs gcc -O0 and -O2; callee-cleanup vs
-# traditional).
+# parameters, Quicksort), on x86-64 and i686, by wall-clock time and by instruction count.
 #
 # Usage: crates/bench/scripts/emit_bench.sh [CMM_BINARY] [RUNS]
 #   CMM_BINARY defaults to target/release/cmm (build it first: cargo build --release).
-# gcc compiles the same .cm sources as C, with the corpus oracle's flags (tests/oracle/bless.sh)
-# plus -fno-optimize-sibling-calls at -O2 so its recursion stays recursion (runtime-facts.md).
+#   RUNS (default 11) hyperfine runs per executable, after one warm-up run.
+# Environment:
+#   BENCH_TARGETS="x86_64 i686"   targets to measure
+#   BENCH_PROGRAMS="summation tree realworld quicksort"   programs to measure
+#   BENCH_IR=1                    also count instructions with valgrind (0: wall time only)
+#
+# Executables per program and target: gcc -O0, gcc -O2, the native back end (x86-64 only) and
+# the emission stage's `traditional` and `callee-cleanup`. gcc compiles the same .cm sources as
+# C, with the corpus oracle's flags (tests/oracle/bless.sh) plus -fno-optimize-sibling-calls at
+# -O2 so its recursion stays recursion (runtime-facts.md); on i686 with -msse2 -mfpmath=sse like
+# the emission stage.
+#
+# Wall time: all executables of one program are timed in ONE hyperfine invocation (side by side,
+# same machine load); both the minimum (other processes only ever add time, so on a loaded
+# machine it is the most stable figure) and the median are reported. Instruction counts:
+# valgrind's `I refs` (Ir: user-space instructions of the whole process, C library included;
+# deterministic), same arguments, counted by `--tool=cachegrind --cache-sim=no`: the same Ir as
+# `--tool=callgrind` (which runs out of memory on callee-cleanup's deep recursion: its shadow
+# call stack never sees the `jmp` returns) and faster.
+#
+# Output: one table of absolute figures and one of ratios. `x/O2` is x's figure divided by gcc
+# -O2's (the emission stage's requirement: traditional <= 1.5), `trad/O0` traditional divided by
+# gcc -O0 (requirement: < 1); columns `min`, `med` (wall time) and `Ir` (instructions).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cmm="${1:-$root/target/release/cmm}"
 runs="${2:-11}"
+targets="${BENCH_TARGETS:-x86_64 i686}"
+want="${BENCH_PROGRAMS:-summation tree realworld quicksort}"
+want_ir="${BENCH_IR:-1}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 || true
@@ -30,45 +51,97 @@ programs=(
     "quicksort thesis/quicksort.cm 2000000 12345"
 )
 
-# BENCH_STAT=min reports the fastest run instead of the median (useful on a loaded machine,
-# where other processes only ever add time).
-stat="${BENCH_STAT:-median}"
-median() { # hyperfine JSON -> median (or min) seconds
-    python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print(r[sys.argv[2]] if sys.argv[2]=="median" else min(r["times"]))' "$1" "$stat"
-}
-
-printf '%-6s %-10s %9s %9s %9s %9s %9s %8s %8s %8s\n' target program gcc-O0 gcc-O2 native \
-    trad callee trad/O0 trad/O2 callee/trad
-for target in x86_64 i686; do
+results="$work/results.tsv" # target program kind min median ir
+: >"$results"
+for target in $targets; do
     if [ "$target" = i686 ]; then m=-m32; fp="-msse2 -mfpmath=sse"; else m=-m64; fp=""; fi
     for p in "${programs[@]}"; do
         read -r name file args <<<"$p"
+        case " $want " in *" $name "*) ;; *) continue ;; esac
         src="$root/tests/programs/$file"
         cp "$src" "$work/$name.c"
-        declare -A t=()
+        # shellcheck disable=SC2086
         gcc $m "${gccflags[@]}" $fp -O0 "$work/$name.c" -o "$work/$name-O0"
-        gcc $m "${gccflags[@]}" $fp -O2 -fno-optimize-sibling-calls "$work/$name.c" -o "$work/$name-O2"
-        "$cmm" compile --backend emit --mech traditional --target "$target" "$src" -o "$work/$name-trad"
-        "$cmm" compile --backend emit --mech callee-cleanup --target "$target" "$src" -o "$work/$name-callee"
+        # shellcheck disable=SC2086
+        gcc $m "${gccflags[@]}" $fp -O2 -fno-optimize-sibling-calls "$work/$name.c" \
+            -o "$work/$name-O2"
+        "$cmm" compile --backend emit --mech traditional --target "$target" "$src" \
+            -o "$work/$name-trad"
+        "$cmm" compile --backend emit --mech callee-cleanup --target "$target" "$src" \
+            -o "$work/$name-callee"
         kinds=(O0 O2 trad callee)
         if [ "$target" = x86_64 ]; then
             "$cmm" compile --backend native --target x86_64 "$src" -o "$work/$name-native"
             kinds+=(native)
         fi
+        # Every executable must print what gcc -O0 prints before it is timed.
+        "$work/$name-O0" $args >"$work/expected.out"
+        cmds=()
         for k in "${kinds[@]}"; do
-            # shellcheck disable=SC2086
-            hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/$k.json" \
-                "$work/$name-$k $args" >/dev/null 2>&1
-            t[$k]=$(median "$work/$k.json")
+            "$work/$name-$k" $args >"$work/$k.out"
+            cmp -s "$work/expected.out" "$work/$k.out" || {
+                echo "emit_bench: $target $name-$k prints something else than gcc -O0" >&2
+                exit 1
+            }
+            cmds+=("$work/$name-$k $args")
         done
-        native="${t[native]:-}"
-        python3 - "$target" "$name" "${t[O0]}" "${t[O2]}" "${native:-nan}" "${t[trad]}" "${t[callee]}" <<'PY'
-import sys
-tg, name, o0, o2, nat, tr, cc = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:])
-fmt = lambda x: "      -  " if x != x else f"{x*1000:7.1f}ms"
-print(f"{tg:<6} {name:<10} {fmt(o0)} {fmt(o2)} {fmt(nat)} {fmt(tr)} {fmt(cc)} "
-      f"{tr/o0:8.2f} {tr/o2:8.2f} {cc/tr:8.2f}")
+        hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/t.json" "${cmds[@]}" \
+            >/dev/null 2>&1
+        for i in "${!kinds[@]}"; do
+            k="${kinds[$i]}"
+            ir=nan
+            if [ "$want_ir" = 1 ]; then
+                # shellcheck disable=SC2086
+                ir=$(valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+                    "$work/$name-$k" $args 2>&1 >/dev/null |
+                    sed -n 's/^==[0-9]*== I *refs: *\([0-9,]*\)$/\1/p' | tr -d ,)
+            fi
+            python3 - "$work/t.json" "$i" "$target" "$name" "$k" "$ir" >>"$results" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
+print("\t".join(sys.argv[3:6] + [repr(min(r["times"])), repr(r["median"]), sys.argv[6]]))
 PY
-        unset t
+        done
     done
 done
+
+python3 - "$results" "$runs" <<'PY'
+import sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+data = {}
+order = []
+for tg, name, k, mn, med, ir in rows:
+    if (tg, name) not in data:
+        order.append((tg, name))
+    data.setdefault((tg, name), {})[k] = (float(mn), float(med), float(ir))
+nan = float("nan")
+kinds = ["O0", "O2", "native", "trad", "callee"]
+print(f"Wall time (min / median of {sys.argv[2]} runs, ms) and instructions (valgrind Ir, 1e6)")
+print(f"{'target':<7}{'program':<11}" + "".join(f"{k:>22}" for k in kinds))
+for key in order:
+    d = data[key]
+    cells = []
+    for k in kinds:
+        if k in d:
+            mn, med, ir = d[k]
+            cells.append(f"{mn*1e3:7.1f}/{med*1e3:7.1f} {ir/1e6:6.0f}")
+        else:
+            cells.append("-")
+    print(f"{key[0]:<7}{key[1]:<11}" + "".join(f"{c:>22}" for c in cells))
+print()
+print("Ratios: min = by minimum wall time, med = by median wall time, Ir = by instruction count")
+cols = [("O0", "O2"), ("native", "O2"), ("trad", "O2"), ("callee", "O2"), ("trad", "O0"),
+        ("callee", "trad")]
+print(f"{'':<18}" + "".join(f"{a + '/' + b:>20}" for a, b in cols))
+print(f"{'target':<7}{'program':<11}" + "".join(f"{'min   med    Ir':>20}" for _ in cols))
+for key in order:
+    d = data[key]
+    cells = []
+    for a, b in cols:
+        if a in d and b in d:
+            r = [d[a][i] / d[b][i] for i in range(3)]
+            cells.append(" ".join("  -  " if x != x else f"{x:5.2f}" for x in r))
+        else:
+            cells.append("-")
+    print(f"{key[0]:<7}{key[1]:<11}" + "".join(f"{c:>20}" for c in cells))
+PY
