@@ -324,6 +324,16 @@ struct Plan {
 fn plan(work: &Path) -> Plan {
     let dir = work.join("probe");
     fs::create_dir_all(&dir).unwrap();
+    let raised = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -s {STACK_KIB}"))
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        raised,
+        "cannot raise the stack limit to {STACK_KIB} KiB (`ulimit -s {STACK_KIB}` fails): the \
+         deep random programs need it under gcc and the fixed-stack mechanisms (see `ulimit -Hs`)"
+    );
     let have_m32 = gcc_m32_works(&dir);
     if std::env::var_os("CI").is_some() {
         assert!(

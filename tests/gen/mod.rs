@@ -10,12 +10,12 @@
 //!
 //! # What the rendered programs guarantee
 //!
-//! * **Defined behaviour in C** (with `-fwrapv`): divisors are `(x & 255) + 1`, shift counts
-//!   `x & 31`, array indices `(x & 0x7fffffff) % len`; every local array is fully initialized on
-//!   entry; every double variable and array element is *clamped* to (-1e9, 1e9) after each
-//!   assignment (which also removes NaN and infinities), so `(int)` conversions (applied only to
-//!   clamped places) are in range and double expressions (depth <= 4, constant divisors) stay
-//!   finite.
+//! * **Defined behaviour in C** (with `-fwrapv`): divisors are `(x & 255) + 1` or +-(2..=129),
+//!   shift counts `x & 31`, array indices `(x & 0x7fffffff) % len`; every local array is fully
+//!   initialized on entry; every double variable and array element is *clamped* to (-1e9, 1e9)
+//!   after each assignment (which also removes NaN and infinities), so `(int)` conversions
+//!   (applied only to clamped places) are in range and double expressions (depth <= 4, constant
+//!   divisors) stay finite. `char` variables, parameters and results hold truncated ints.
 //! * **No unspecified evaluation order**: a call is always a statement of its own
 //!   (`t = f(...)`, `t = t + f(...)`, `f(...)`); its arguments contain no calls, and `t` is a
 //!   scalar the callee cannot reach.
@@ -129,6 +129,8 @@ pub enum Stmt {
 pub enum Scalar {
     Int,
     Double,
+    /// A `char` holding truncated int values (sign-extended when read).
+    Char,
 }
 
 /// A parameter after `depth`. Pointer parameters carry the least length their callers pass.
@@ -136,8 +138,14 @@ pub enum Scalar {
 pub enum Param {
     Int,
     Double,
-    IntPtr { min_len: u8 },
-    DoublePtr { min_len: u8 },
+    /// A `char` parameter: callers pass int values, converted (truncated) at the call.
+    Char,
+    IntPtr {
+        min_len: u8,
+    },
+    DoublePtr {
+        min_len: u8,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +166,8 @@ pub struct ArrayDecl {
 pub enum Ret {
     Int,
     Double,
+    /// Returns `r` truncated to `char`.
+    Char,
     Void,
 }
 
@@ -200,7 +210,7 @@ pub struct Genome {
 // ---------------------------------------------------------------------------------------------
 
 /// Number of binary operators [`render_int`] knows (see `int_binary`).
-const INT_BINOPS: u8 = 20;
+const INT_BINOPS: u8 = 22;
 
 pub fn expr() -> impl Strategy<Value = Expr> {
     let leaf = (0u8..5, any::<u16>()).prop_map(|(kind, sel)| Expr::Leaf { kind, sel });
@@ -226,8 +236,10 @@ pub fn expr() -> impl Strategy<Value = Expr> {
 fn simple_stmt() -> impl Strategy<Value = Stmt> {
     prop_oneof![
         3 => (any::<u8>(), expr()).prop_map(|(var, e)| Stmt::Assign { var, e }),
-        2 => (any::<u8>(), expr(), expr()).prop_map(|(sel, idx, e)| Stmt::ArrayWrite { sel, idx, e }),
-        1 => (any::<u8>(), any::<u8>(), expr()).prop_map(|(sel, stride, e)| Stmt::Fill { sel, stride, e }),
+        2 => (any::<u8>(), expr(), expr())
+            .prop_map(|(sel, idx, e)| Stmt::ArrayWrite { sel, idx, e }),
+        1 => (any::<u8>(), any::<u8>(), expr())
+            .prop_map(|(sel, stride, e)| Stmt::Fill { sel, stride, e }),
         4 => (
             any::<u8>(),
             vec(expr(), 0..=MAX_PARAMS),
@@ -276,6 +288,7 @@ fn array_decl() -> impl Strategy<Value = ArrayDecl> {
 fn param() -> impl Strategy<Value = Param> {
     prop_oneof![
         3 => Just(Param::Int),
+        1 => Just(Param::Char),
         2 => Just(Param::Double),
         1 => (1u8..=64).prop_map(|min_len| Param::IntPtr { min_len }),
         1 => (1u8..=32).prop_map(|min_len| Param::DoublePtr { min_len }),
@@ -284,10 +297,19 @@ fn param() -> impl Strategy<Value = Param> {
 
 pub fn func() -> impl Strategy<Value = Func> {
     (
-        prop_oneof![3 => Just(Ret::Int), 2 => Just(Ret::Double), 1 => Just(Ret::Void)],
+        prop_oneof![
+            3 => Just(Ret::Int),
+            2 => Just(Ret::Double),
+            1 => Just(Ret::Char),
+            1 => Just(Ret::Void)
+        ],
         vec(param(), 0..=MAX_PARAMS),
         vec(
-            prop_oneof![2 => Just(Scalar::Int), 1 => Just(Scalar::Double)],
+            prop_oneof![
+                4 => Just(Scalar::Int),
+                2 => Just(Scalar::Double),
+                1 => Just(Scalar::Char)
+            ],
             0..6,
         ),
         vec(array_decl(), 0..4),
@@ -394,12 +416,14 @@ fn c_type(s: Scalar) -> &'static str {
     match s {
         Scalar::Int => "int",
         Scalar::Double => "double",
+        Scalar::Char => "char",
     }
 }
 
 fn param_decl(p: Param, name: &str) -> String {
     match p {
         Param::Int => format!("int {name}"),
+        Param::Char => format!("char {name}"),
         Param::Double => format!("double {name}"),
         Param::IntPtr { .. } => format!("int *{name}"),
         Param::DoublePtr { .. } => format!("double *{name}"),
@@ -409,6 +433,7 @@ fn param_decl(p: Param, name: &str) -> String {
 fn ret_type(r: Ret) -> &'static str {
     match r {
         Ret::Int => "int",
+        Ret::Char => "char",
         Ret::Double => "double",
         Ret::Void => "void",
     }
@@ -496,7 +521,7 @@ fn render_int(e: &Expr, s: &Scope) -> String {
 
 fn int_binary(op: u8, l: &Expr, r: &Expr, s: &Scope) -> String {
     let op = op % INT_BINOPS;
-    if op >= 18 {
+    if op == 18 || op == 19 {
         let (dl, dr) = (render_double(l, s), render_double(r, s));
         let cmp = if op == 18 { "<" } else { ">=" };
         return format!("({dl} {cmp} {dr})");
@@ -520,7 +545,10 @@ fn int_binary(op: u8, l: &Expr, r: &Expr, s: &Scope) -> String {
         14 => format!("({a} > {b})"),
         15 => format!("({a} >= {b})"),
         16 => format!("({a} && {b})"),
-        _ => format!("({a} || {b})"),
+        17 => format!("({a} || {b})"),
+        // Divisors of either sign, never 0 or -1: +-(2..=129).
+        20 => format!("({a} / ((({b} & 127) + 2) * (1 - 2 * (({b} >> 7) & 1))))"),
+        _ => format!("({a} % ((({b} & 127) + 2) * (1 - 2 * (({b} >> 7) & 1))))"),
     }
 }
 
@@ -791,7 +819,9 @@ fn render_call(
     for (k, p) in sig.params.iter().enumerate() {
         let arg = args.get(k);
         let v = match p {
-            Param::Int => arg.map_or_else(|| int_const(k as i64 + 3), |a| render_int(a, s)),
+            Param::Int | Param::Char => {
+                arg.map_or_else(|| int_const(k as i64 + 3), |a| render_int(a, s))
+            }
             Param::Double => arg.map_or_else(|| "0.5".to_string(), |a| render_double(a, s)),
             Param::IntPtr { min_len } | Param::DoublePtr { min_len } => {
                 let want = if matches!(p, Param::IntPtr { .. }) {
@@ -822,7 +852,7 @@ fn render_call(
     text.push(')');
     match sig.ret {
         Ret::Void => out.line(&format!("{text};")),
-        Ret::Int => {
+        Ret::Int | Ret::Char => {
             let t = &s.int_targets[usize::from(dest) % s.int_targets.len()];
             match combine % 3 {
                 0 => out.line(&format!("{t} = {text};")),
@@ -1063,7 +1093,7 @@ fn render_func(fi: usize, f: &Func, sigs: &[Sig], out: &mut Out) {
     out.line("if (depth <= 0 || g_fuel <= 0) {");
     out.indent += 1;
     match f.ret {
-        Ret::Int => out.line(&format!("return depth + {};", fi + 1)),
+        Ret::Int | Ret::Char => out.line(&format!("return depth + {};", fi + 1)),
         Ret::Double => out.line(&format!("return {}.25;", fi + 1)),
         Ret::Void => out.line("return;"),
     }
@@ -1087,7 +1117,7 @@ fn render_func(fi: usize, f: &Func, sigs: &[Sig], out: &mut Out) {
     for (k, p) in f.params.iter().enumerate() {
         let name = format!("p{k}");
         match p {
-            Param::Int => {
+            Param::Int | Param::Char => {
                 s.ints.push(name.clone());
                 s.int_targets.push(name.clone());
                 int_params.push(name);
@@ -1119,7 +1149,7 @@ fn render_func(fi: usize, f: &Func, sigs: &[Sig], out: &mut Out) {
     for (k, sc) in f.scalars.iter().enumerate() {
         let name = format!("s{k}");
         match sc {
-            Scalar::Int => {
+            Scalar::Int | Scalar::Char => {
                 let base = int_params
                     .get(k % int_params.len().max(1))
                     .cloned()
@@ -1174,20 +1204,20 @@ fn render_func(fi: usize, f: &Func, sigs: &[Sig], out: &mut Out) {
     }
     for (k, sc) in f.scalars.iter().enumerate() {
         match sc {
-            Scalar::Int => out.line(&format!("r = r * 7 + s{k};")),
+            Scalar::Int | Scalar::Char => out.line(&format!("r = r * 7 + s{k};")),
             Scalar::Double => out.line(&format!("r = r * 7 + (int)(s{k});")),
         }
     }
     for (k, p) in f.params.iter().enumerate() {
         match p {
-            Param::Int => out.line(&format!("r = r * 5 + p{k};")),
+            Param::Int | Param::Char => out.line(&format!("r = r * 5 + p{k};")),
             Param::Double => out.line(&format!("r = r * 5 + (int)(p{k});")),
             _ => {}
         }
     }
     out.line("g_level = g_level - 1;");
     match f.ret {
-        Ret::Int => out.line("return r;"),
+        Ret::Int | Ret::Char => out.line("return r;"),
         Ret::Double => {
             out.line("dr = dr + (double)(r % 100000) * 0.25;");
             out.clamp("dr");
