@@ -157,7 +157,7 @@ fn test(extra: &[String]) -> Result<(), String> {
     let steps: Vec<Result<(), String>> = vec![
         run(Command::new(&cargo)
             .current_dir(&root)
-            .args(["test", "--workspace"])
+            .args(["test", "--workspace", "--no-fail-fast"])
             .args(extra)),
         run(Command::new(&cargo).current_dir(&root).args(clippy)),
         run(Command::new(&cargo)
