@@ -1093,7 +1093,7 @@ impl<'a> Isel<'a> {
                 let r = res.unwrap();
                 let ty = self.ty(r);
                 if ty == types::I8 {
-                    return unsupported(" on i8");
+                    return self.shift_i8(op, args, r);
                 }
                 let w = width_of(ty)?;
                 let sop = match op {
@@ -1379,6 +1379,49 @@ impl<'a> Isel<'a> {
         } else {
             self.vreg(r)
         }
+    }
+
+    /// An `i8` shift by a constant (the optimizer narrows `ireduce.i8(imul x, 2^k)` to
+    /// `ishl.i8`), done at 32 bits on the sign-extended value: `ushr` first moves the byte to
+    /// the top (`shl 24`) so the logical shift brings in zeros above bit 7; the result is then
+    /// sign-extended again. A shift by a variable amount never appears on `i8` (C-- shifts
+    /// operate on promoted `int`s), so it stays an internal error.
+    fn shift_i8(&mut self, op: Opcode, args: &[Value], r: Value) -> R<()> {
+        let Some(amount) = self.iconst(args[1]) else {
+            return Err(format!(
+                "unsupported opcode '{op}' on i8 by a variable amount"
+            ));
+        };
+        let amount = (amount & 7) as i32;
+        let steps: &[(ShiftOp, i32)] = match op {
+            Opcode::Ishl => &[(ShiftOp::Shl, amount)],
+            Opcode::Sshr => &[(ShiftOp::Sar, amount)],
+            _ => &[(ShiftOp::Shl, 24), (ShiftOp::Shr, 24 + amount)],
+        };
+        let mut src = self.reg_of(args[0])?;
+        let dst = self.result_vreg(r);
+        for (i, &(sop, by)) in steps.iter().enumerate() {
+            let out = if i + 1 == steps.len() {
+                dst
+            } else {
+                self.new_vreg(RegClass::Int)
+            };
+            let mut o = Ops::new();
+            let s = o.reg(src);
+            let d = o.reuse(out, s);
+            self.emit(
+                Kind::Shift {
+                    op: sop,
+                    w: Width::B32,
+                    dst: d,
+                    src: s,
+                    amt: Rmi::Imm(by),
+                },
+                o,
+            );
+            src = out;
+        }
+        self.fix_i8(r)
     }
 
     /// Restores the invariant that an `i8` value is sign-extended in its 32-bit register.
