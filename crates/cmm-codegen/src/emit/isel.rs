@@ -149,7 +149,8 @@ pub fn lower_function(
     target: Target,
     mech: &dyn Mechanism,
 ) -> Result<VCode, String> {
-    let f = &p.functions[index].func;
+    let optimized = optimize(&p.functions[index].func)?;
+    let f = &optimized;
     let mut all_regs = PRegSet::empty();
     let reserved = mech.reserved_regs(target);
     for g in regs::allocatable_gprs(target) {
@@ -190,6 +191,28 @@ pub fn lower_function(
     };
     s.run()?;
     Ok(s.vc)
+}
+
+/// Cranelift's target-independent mid-end on a copy of `f`: unreachable-code removal, then the
+/// e-graph pass at `opt_level=speed` (GVN, constant folding, algebraic simplification, redundant
+/// load elimination, loop-invariant code motion). It needs no ISA, so it serves both pointer
+/// widths; it never inlines, so every C-- call stays a call.
+pub fn optimize(f: &ir::Function) -> R<ir::Function> {
+    use cranelift_codegen::settings::{self, Configurable};
+    let mut b = settings::builder();
+    b.set("opt_level", "speed")
+        .map_err(|e| format!("optimizer settings: {e}"))?;
+    let flags = settings::Flags::new(b);
+    let mut ctx = cranelift_codegen::Context::for_function(f.clone());
+    let err = |e: cranelift_codegen::CodegenError| format!("optimizer: {e}");
+    ctx.compute_cfg();
+    ctx.compute_domtree();
+    ctx.eliminate_unreachable_code(&flags).map_err(err)?;
+    ctx.remove_constant_phis(&flags).map_err(err)?;
+    ctx.func.dfg.resolve_all_aliases();
+    ctx.egraph_pass(&flags, &mut Default::default())
+        .map_err(err)?;
+    Ok(ctx.func)
 }
 
 /// Total size of the Cranelift stack slots of a function (with their alignment).
@@ -1089,11 +1112,41 @@ impl<'a> Isel<'a> {
                 self.copy_to(r, want, RegClass::Int);
                 Ok(())
             }
+            Opcode::Smulhi | Opcode::Umulhi => {
+                // From the optimizer's division by a constant.
+                let r = res.unwrap();
+                let ty = self.ty(r);
+                if ty == types::I8 {
+                    return unsupported(" on i8");
+                }
+                let w = width_of(ty)?;
+                let a = self.reg_of(args[0])?;
+                let b = self.reg_of(args[1])?;
+                let lo = self.new_vreg(RegClass::Int);
+                let dst = self.vreg(r);
+                let mut o = Ops::new();
+                let a = o.fixed(a, regs::gpr(regs::RAX));
+                let b = o.reg(b);
+                let hi = o.fixed_def(dst, regs::gpr(regs::RDX));
+                let lo = o.fixed_def(lo, regs::gpr(regs::RAX));
+                self.emit(
+                    Kind::MulHi {
+                        signed: op == Opcode::Smulhi,
+                        w,
+                        a,
+                        b,
+                        hi,
+                        lo,
+                    },
+                    o,
+                );
+                Ok(())
+            }
             Opcode::Ishl | Opcode::Sshr | Opcode::Ushr => {
                 let r = res.unwrap();
                 let ty = self.ty(r);
                 if ty == types::I8 {
-                    return self.shift_i8(op, args, r);
+                    return self.shift_i8(op, &args, r);
                 }
                 let w = width_of(ty)?;
                 let sop = match op {

@@ -608,6 +608,10 @@ impl<'a> Printer<'a> {
                 let s = self.rm(a(*divisor), *w)?;
                 self.line(format!("{} {s}", if *signed { "idiv" } else { "div" }));
             }
+            Kind::MulHi { signed, w, b, .. } => {
+                let s = self.rm(a(*b), *w)?;
+                self.line(format!("{} {s}", if *signed { "imul" } else { "mul" }));
+            }
             Kind::Setcc {
                 cc,
                 w,

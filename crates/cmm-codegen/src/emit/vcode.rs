@@ -290,6 +290,16 @@ pub enum Kind {
         quot: Op,
         rem: Op,
     },
+    /// `imul b` / `mul b`: the high half of `a` (fixed eax) times `b` into `hi` (fixed edx);
+    /// `lo` (fixed eax) is the low half, unused.
+    MulHi {
+        signed: bool,
+        w: Width,
+        a: Op,
+        b: Op,
+        hi: Op,
+        lo: Op,
+    },
     /// `cmp a, b; setcc dst8; movzx dst, dst8`.
     Setcc {
         cc: Cc,
