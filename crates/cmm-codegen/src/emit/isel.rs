@@ -291,6 +291,7 @@ impl<'a> Isel<'a> {
                 self.vc.blocks[s.index()].preds.push(Block::new(i));
             }
         }
+        mark_flag_reuse(&mut self.vc);
         Ok(())
     }
 
@@ -949,6 +950,7 @@ impl<'a> Isel<'a> {
                             b,
                             t: te,
                             f: fe,
+                            flags_set: false,
                         }
                     }
                     CondV::Float { cond, a, b } => {
@@ -1640,6 +1642,61 @@ impl<'a> Isel<'a> {
         };
         self.emit_clob(Kind::Call(Box::new(info)), o, clobbers);
         Ok(())
+    }
+}
+
+/// What a compare-and-branch compares: width, first operand, second operand (register or
+/// immediate), all by virtual register (SSA: the same vregs hold the same values everywhere).
+type CmpKey = (Width, VReg, Result<VReg, i32>);
+
+fn cmp_key(inst: &Inst) -> Option<CmpKey> {
+    let Kind::BrCmp { w, a, b, .. } = inst.kind else {
+        return None;
+    };
+    let b = match b {
+        Rmi::Op(o) => Ok(inst.ops[o as usize].vreg()),
+        Rmi::Imm(i) => Err(i),
+    };
+    Some((w, inst.ops[a as usize].vreg(), b))
+}
+
+/// Marks compare-and-branches whose comparison is already in the flags: a block that starts
+/// with `cmp a, b; jcc` and is reached only from a branch on the same `cmp a, b` (through edge
+/// blocks that hold nothing but a jump). Between the two, the only code is the register
+/// allocator's moves, and `mov` leaves the flags alone. E.g. `if (x == n->v) ... else if (x <
+/// n->v)` compares once.
+fn mark_flag_reuse(vc: &mut VCode) {
+    // The comparison in the flags at the end of block `b`, if known.
+    fn at_end(vc: &VCode, b: Block, depth: u32) -> Option<CmpKey> {
+        let bd = &vc.blocks[b.index()];
+        let insts = &vc.insts[bd.start as usize..bd.end as usize];
+        match insts {
+            [.., last] if cmp_key(last).is_some() => cmp_key(last),
+            [only] if matches!(only.kind, Kind::Jmp { .. }) && depth < 4 => {
+                at_entry(vc, b, depth + 1)
+            }
+            _ => None,
+        }
+    }
+    fn at_entry(vc: &VCode, b: Block, depth: u32) -> Option<CmpKey> {
+        match vc.blocks[b.index()].preds[..] {
+            [p] => at_end(vc, p, depth),
+            _ => None,
+        }
+    }
+    for b in 0..vc.blocks.len() {
+        let start = vc.blocks[b].start as usize;
+        if start >= vc.blocks[b].end as usize {
+            continue;
+        }
+        let Some(key) = cmp_key(&vc.insts[start]) else {
+            continue;
+        };
+        if at_entry(vc, Block::new(b), 0) == Some(key) {
+            if let Kind::BrCmp { flags_set, .. } = &mut vc.insts[start].kind {
+                *flags_set = true;
+            }
+        }
     }
 }
 

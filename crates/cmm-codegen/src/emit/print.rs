@@ -773,8 +773,11 @@ impl<'a> Printer<'a> {
                 b,
                 t,
                 f,
+                flags_set,
             } => {
-                self.cmp(*w, a(*x), *b, al)?;
+                if !flags_set {
+                    self.cmp(*w, a(*x), *b, al)?;
+                }
                 self.branch(*cc, resolve(*t), resolve(*f), next);
             }
             Kind::BrFCmp {

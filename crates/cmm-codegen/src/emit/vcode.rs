@@ -384,6 +384,8 @@ pub enum Kind {
         b: Rmi,
         t: Block,
         f: Block,
+        /// The flags already hold `cmp a, b` (see `isel::mark_flag_reuse`): no `cmp` is printed.
+        flags_set: bool,
     },
     /// `ucomisd a, b; j<cond> t; jmp f`.
     BrFCmp {
