@@ -86,6 +86,12 @@ struct Printer<'a> {
     consts: Vec<u64>,
     /// Preserved registers the function uses and their save slots (offsets from esp).
     saved: Vec<(PReg, u32)>,
+    /// Per block: it is a lone return (no moves), so a jump to it becomes the return itself.
+    ret_only: Vec<bool>,
+    /// Per block: it is a lone compare-and-branch (no moves) with its allocations, so a jump to
+    /// it becomes a copy of the compare-and-branch (a loop's back edge then tests the condition
+    /// at the bottom and falls out of the loop).
+    branch_only: Vec<Option<(Kind, Vec<Allocation>)>>,
 }
 
 /// Allocates registers for `vc` and prints function `index` of `p`.
@@ -163,7 +169,29 @@ pub fn print_function(
             .enumerate()
             .map(|(i, r)| (*r, slots_end + 8 * i as u32))
             .collect(),
+        ret_only: Vec::new(),
+        branch_only: Vec::new(),
     };
+    for b in 0..vc.num_blocks() {
+        let items: Vec<_> = ra.block_insts_and_edits(vc, Block::new(b)).collect();
+        let single = match items[..] {
+            [InstOrEdit::Inst(i)] => Some(i),
+            _ => None,
+        };
+        let kind = single.map(|i| &vc.insts[i.index()].kind);
+        pr.ret_only.push(matches!(kind, Some(Kind::Ret { .. })));
+        pr.branch_only.push(match (single, kind) {
+            (
+                Some(i),
+                Some(
+                    k @ Kind::BrCmp {
+                        flags_set: false, ..
+                    },
+                ),
+            ) => Some((k.clone(), ra.inst_allocs(i).to_vec())),
+            _ => None,
+        });
+    }
     let _ = writeln!(
         pr.out,
         "\n# C-- function `{}`: frame {} bytes, {} bytes of arguments, {} spill slots",
@@ -224,6 +252,7 @@ pub fn print_function(
             }
         }
     }
+    pr.out = peephole(&pr.out, target.sp(), &format!(".Lf{index}b"));
     let _ = writeln!(pr.out, "\t.size {0}, .-{0}", lf.symbol);
     for (k, bits) in pr.consts.iter().enumerate() {
         let _ = writeln!(
@@ -240,6 +269,54 @@ pub fn print_function(
         rodata: pr.rodata,
         frame_size: frame_size + pushed,
     })
+}
+
+/// Last touches on a function's text: two stack-pointer adjustments in a row become one (a
+/// call's argument cleanup followed by the epilogue: `add esp, 8` + `add esp, 4` = `add esp,
+/// 12`; nothing reads the flags of such an `add`), and blocks (labels starting with
+/// `block_prefix`) that no jump names and no code falls into are dropped (a jump to them was
+/// replaced by a copy of their code).
+fn peephole(text: &str, sp: &str, block_prefix: &str) -> String {
+    let add = format!("\tadd {sp}, ");
+    let imm = |l: &str| {
+        l.strip_prefix(add.as_str())
+            .and_then(|n| n.parse::<u32>().ok())
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let mut merged: Vec<String> = Vec::with_capacity(lines.len());
+    for l in lines {
+        if let (Some(b), Some(a)) = (imm(l), merged.last().and_then(|p| imm(p))) {
+            *merged.last_mut().expect("checked") = format!("{add}{}", a + b);
+        } else {
+            merged.push(l.to_string());
+        }
+    }
+    let is_label = |l: &str| !l.starts_with('\t') && !l.starts_with('#') && l.ends_with(':');
+    let referenced = |label: &str| {
+        merged
+            .iter()
+            .any(|l| l.starts_with('\t') && l.split([' ', ',', '\t']).any(|w| w == label))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut dropping = false;
+    let mut prev_ends_flow = false;
+    for l in &merged {
+        if is_label(l) {
+            let name = &l[..l.len() - 1];
+            dropping = name.starts_with(block_prefix) && prev_ends_flow && !referenced(name);
+            // Code arrives at any label kept (e.g. a return label after `jmp f`).
+            prev_ends_flow = dropping;
+        }
+        if dropping {
+            continue;
+        }
+        if l.starts_with('\t') && !l.starts_with("\t.") {
+            prev_ends_flow = l == "\tret" || l.starts_with("\tjmp ") || l == "\tud2";
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
 }
 
 fn ptr_kw(w: Width) -> &'static str {
@@ -765,7 +842,33 @@ impl<'a> Printer<'a> {
                 self.line(format!("xor {d32}, {d32}"));
                 let _ = writeln!(self.out, "{done}:");
             }
-            Kind::Jmp { target } => self.jump_to(resolve(*target), next),
+            Kind::Jmp { target } => {
+                let r = resolve(*target);
+                if self.ret_only[r.index()] {
+                    // Even instead of falling through: the call before it may merge its stack
+                    // adjustment with the epilogue's, and the block may become unreachable.
+                    self.ret()?;
+                } else if Some(r) == next {
+                    // Falls through.
+                } else if let Some((
+                    Kind::BrCmp {
+                        cc,
+                        w,
+                        a: x,
+                        b,
+                        t,
+                        f,
+                        ..
+                    },
+                    ba,
+                )) = self.branch_only[r.index()].clone()
+                {
+                    self.cmp(w, ba[x as usize], b, &ba)?;
+                    self.branch(cc, resolve(t), resolve(f), next);
+                } else {
+                    self.jump_to(r, next);
+                }
+            }
             Kind::BrCmp {
                 cc,
                 w,
@@ -806,21 +909,25 @@ impl<'a> Printer<'a> {
                 }
             }
             Kind::Call(info) => self.call(info, al)?,
-            Kind::Ret { .. } => {
-                for (r, off) in self.saved.clone() {
-                    let w = self.word();
-                    let sp = self.target.sp();
-                    self.line(format!(
-                        "mov {}, {} ptr [{sp} + {off}]",
-                        regs::name(r, w),
-                        ptr_kw(w)
-                    ));
-                }
-                let frame = self.frame;
-                self.mech.epilogue(&frame, &mut self.out);
-            }
+            Kind::Ret { .. } => self.ret()?,
             Kind::Trap => self.line("ud2"),
         }
+        Ok(())
+    }
+
+    /// Restores the preserved registers and returns (the mechanism's epilogue).
+    fn ret(&mut self) -> R<()> {
+        for (r, off) in self.saved.clone() {
+            let w = self.word();
+            let sp = self.target.sp();
+            self.line(format!(
+                "mov {}, {} ptr [{sp} + {off}]",
+                regs::name(r, w),
+                ptr_kw(w)
+            ));
+        }
+        let frame = self.frame;
+        self.mech.epilogue(&frame, &mut self.out);
         Ok(())
     }
 
