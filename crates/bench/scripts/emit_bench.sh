@@ -92,9 +92,15 @@ for target in $targets; do
             ir=nan
             if [ "$want_ir" = 1 ]; then
                 # shellcheck disable=SC2086
+                # Valgrind gives the client an 8 MiB stack unless told otherwise; Summation
+                # recurses 2 million calls deep.
                 ir=$(valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
-                    "$work/$name-$k" $args 2>&1 >/dev/null |
+                    --main-stacksize=1073741824 "$work/$name-$k" $args 2>&1 >/dev/null |
                     sed -n 's/^==[0-9]*== I *refs: *\([0-9,]*\)$/\1/p' | tr -d ,)
+                if [ -z "$ir" ]; then
+                    echo "emit_bench: valgrind could not count $target $name-$k" >&2
+                    exit 1
+                fi
             fi
             python3 - "$work/t.json" "$i" "$target" "$name" "$k" "$ir" >>"$results" <<'PY'
 import json, sys
