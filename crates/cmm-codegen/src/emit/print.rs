@@ -292,18 +292,20 @@ fn peephole(text: &str, sp: &str, block_prefix: &str) -> String {
         }
     }
     let is_label = |l: &str| !l.starts_with('\t') && !l.starts_with('#') && l.ends_with(':');
-    let referenced = |label: &str| {
-        merged
-            .iter()
-            .any(|l| l.starts_with('\t') && l.split([' ', ',', '\t']).any(|w| w == label))
-    };
+    // Every word of every instruction: the labels some jump names.
+    let referenced: std::collections::HashSet<&str> = merged
+        .iter()
+        .filter(|l| l.starts_with('\t'))
+        .flat_map(|l| l.split([' ', ',', '\t']))
+        .collect();
     let mut out = String::with_capacity(text.len());
     let mut dropping = false;
     let mut prev_ends_flow = false;
     for l in &merged {
         if is_label(l) {
             let name = &l[..l.len() - 1];
-            dropping = name.starts_with(block_prefix) && prev_ends_flow && !referenced(name);
+            dropping =
+                name.starts_with(block_prefix) && prev_ends_flow && !referenced.contains(name);
             // Code arrives at any label kept (e.g. a return label after `jmp f`).
             prev_ends_flow = dropping;
         }
@@ -1011,5 +1013,38 @@ impl<'a> Printer<'a> {
         self.mech.extern_call_return(&site, &mut self.out);
         self.depth = 0;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::peephole;
+
+    #[test]
+    fn adjacent_stack_adds_merge_but_not_across_a_label() {
+        let text = "\tcall cmm_f\n\tadd esp, 8\n\tadd esp, 4\n\tret\n\
+                    .Lf0b1:\n\tadd esp, 4\n.Lf0b2:\n\tadd esp, 12\n\tadd eax, 1\n\tadd esp, 4\n\tret\n";
+        let want = "\tcall cmm_f\n\tadd esp, 12\n\tret\n\
+                    .Lf0b1:\n\tadd esp, 4\n.Lf0b2:\n\tadd esp, 12\n\tadd eax, 1\n\tadd esp, 4\n\tret\n";
+        // .Lf0b1 is not referenced but follows a `ret`: dropped; .Lf0b2 is reached by falling
+        // through from .Lf0b1, which is dropped, so it is unreachable too.
+        let got = peephole(text, "esp", ".Lf0b");
+        assert_eq!(got, "\tcall cmm_f\n\tadd esp, 12\n\tret\n");
+        // With the blocks referenced, only the first pair merges.
+        let referenced = format!("{text}\tjmp .Lf0b1\n\tjne .Lf0b2\n");
+        let got = peephole(&referenced, "esp", ".Lf0b");
+        assert_eq!(got, format!("{want}\tjmp .Lf0b1\n\tjne .Lf0b2\n"));
+    }
+
+    #[test]
+    fn blocks_reached_by_falling_through_or_after_a_return_label_stay() {
+        // Callee-cleanup call: the code after `jmp f` is reached through the return label.
+        let text = "\tpush offset .Lf0ret1\n\tjmp cmm_f\n.Lf0ret1:\n.Lf0b3:\n\tmov eax, 1\n\
+                    \tjmp .Lf0b5\n.Lf0b4:\n\tmov eax, 2\n.Lf0b5:\n\tadd rsp, 8\n\tret\n";
+        let got = peephole(text, "rsp", ".Lf0b");
+        // .Lf0b4 follows a `jmp` and nothing names it: dropped. .Lf0b5 is named.
+        let want = "\tpush offset .Lf0ret1\n\tjmp cmm_f\n.Lf0ret1:\n.Lf0b3:\n\tmov eax, 1\n\
+                    \tjmp .Lf0b5\n.Lf0b5:\n\tadd rsp, 8\n\tret\n";
+        assert_eq!(got, want);
     }
 }
