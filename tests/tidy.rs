@@ -1,6 +1,6 @@
 //! Tidy checks over the repository's own sources (in the manner of rust-analyzer's tidy test):
 //! module docs on every file, a `// SAFETY:` comment for every `unsafe` block, no debugging
-//! leftovers or stubs, and an ARCHITECTURE.md that names every crate.
+//! leftovers or stubs, an ARCHITECTURE.md that names every crate, and docs whose paths exist.
 
 use std::path::{Path, PathBuf};
 
@@ -124,4 +124,31 @@ fn architecture_names_every_crate() {
             "ARCHITECTURE.md does not mention crate `{name}`"
         );
     }
+}
+
+/// The README's quick start and the docs' code maps name files; a renamed file must not leave a
+/// command that fails on a fresh machine (the quick start once named a program that did not
+/// exist).
+#[test]
+fn paths_named_in_the_docs_exist() {
+    let mut missing = Vec::new();
+    for doc in ["README.md", "ARCHITECTURE.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).expect("doc exists");
+        for word in text.split(|c: char| c.is_whitespace() || "`()[]<>,;:\"'".contains(c)) {
+            let word = word.trim_end_matches('.');
+            let names_a_file = ["tests/", "crates/", "xtask/", "src/", ".ci/"]
+                .iter()
+                .any(|p| word.starts_with(p))
+                && !word.contains(['*', '{', '$', '…'])
+                && !word.ends_with("...");
+            if names_a_file && !root().join(word).exists() {
+                missing.push(format!("{doc}: {word}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "paths named in the docs that do not exist:\n{}",
+        missing.join("\n")
+    );
 }

@@ -301,7 +301,21 @@ fn peephole(text: &str, sp: &str, block_prefix: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut dropping = false;
     let mut prev_ends_flow = false;
+    // Mechanisms put slow paths in `.subsection 1`; code after `.subsection 0` continues the
+    // main line where it left off, so each subsection keeps its own fall-through state.
+    let mut subsection = 0usize;
+    let mut ends_flow_by_subsection = [false; 2];
     for l in &merged {
+        if let Some(n) = l.strip_prefix("\t.subsection ") {
+            let n = n.trim().parse::<usize>().unwrap_or(0).min(1);
+            ends_flow_by_subsection[subsection] = prev_ends_flow;
+            subsection = n;
+            prev_ends_flow = ends_flow_by_subsection[n];
+            dropping = false;
+            out.push_str(l);
+            out.push('\n');
+            continue;
+        }
         if is_label(l) {
             let name = &l[..l.len() - 1];
             dropping =
@@ -1045,6 +1059,24 @@ mod tests {
         // .Lf0b4 follows a `jmp` and nothing names it: dropped. .Lf0b5 is named.
         let want = "\tpush offset .Lf0ret1\n\tjmp cmm_f\n.Lf0ret1:\n.Lf0b3:\n\tmov eax, 1\n\
                     \tjmp .Lf0b5\n.Lf0b5:\n\tadd rsp, 8\n\tret\n";
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn code_after_a_slow_path_subsection_continues_the_main_line() {
+        // A lookahead call: the slow paths in subsection 1 end in `jmp`, but the main line
+        // resumes after `.subsection 0`, falling into .Lf0b9 which nothing names.
+        let text = "\tcall cmm_f\n\tcmp rsp, rbp\n\tje .Lla0_unf\n.Lla0_back:\n\t.subsection 1\n\
+                    .Lla0_unf:\n\tcall stackrt_lookahead_underflow\n\tjmp .Lla0_back\n\
+                    \t.subsection 0\n.Lf0b9:\n\tadd eax, 1\n\tret\n\
+                    \t.subsection 1\n.Lf0b10:\n\tud2\n\t.subsection 0\n.Lf0b11:\n\tret\n";
+        let got = peephole(text, "rsp", ".Lf0b");
+        // .Lf0b9 stays (falls through from the call); .Lf0b10 is the first thing in its
+        // subsection after a `jmp`: dropped; .Lf0b11 follows a `ret` in subsection 0: dropped.
+        let want = "\tcall cmm_f\n\tcmp rsp, rbp\n\tje .Lla0_unf\n.Lla0_back:\n\t.subsection 1\n\
+                    .Lla0_unf:\n\tcall stackrt_lookahead_underflow\n\tjmp .Lla0_back\n\
+                    \t.subsection 0\n.Lf0b9:\n\tadd eax, 1\n\tret\n\
+                    \t.subsection 1\n\t.subsection 0\n";
         assert_eq!(got, want);
     }
 }
