@@ -27,7 +27,7 @@ use core::arch::global_asm;
 //   +-------------------+ T = thread stack (16-byte aligned): header word 0
 //   | handlers' save areas and Rust frames (below T, only while a handler runs)
 //
-// When `fp` returns, every chunk switch has been undone (each checkpoint's underflow test),
+// When `fp` returns, every chunk switch has been undone (each checkpoint unlinks its chunk),
 // so ebp = H again and [ebp] = T finds the native stack.
 global_asm!(
     ".text",
@@ -82,7 +82,7 @@ global_asm!(
 //      caller pushed: arguments and padding), ebp = current header, [esp] = return address
 //      into the stub, [esp + 4 .. esp + 4 + A) = the pushed arguments.
 // Out: ebp = new header; esp = new header - A - 4 with the arguments and the return address
-//      copied there; returns into the stub (which jumps to the `call`).
+//      copied there; returns into the stub, which makes the call on the new chunk.
 // Clobbered: eax ecx edx, flags (dead at a checkpoint: i686 calls pass nothing in registers).
 // Preserved: ebx esi edi, xmm registers are not touched by the copy (Rust may clobber them;
 //      none is live before a call).
@@ -136,7 +136,7 @@ global_asm!(
 //      eax (and edx) / xmm0 = the call's result (doubles are returned in xmm0 by the emission
 //      stage, on i686 too).
 // Out: ebp = previous header, esp = the header's prev_sp (the caller's SP); returns into the
-//      stub (which jumps back after the test). The chunk is given back to the runtime.
+//      stub, which continues after the checkpoint. The chunk is given back to the runtime.
 // Preserved: eax edx xmm0 and ebx esi edi. Clobbered: ecx, other xmm registers (all dead
 //      after a call).
 //

@@ -25,7 +25,7 @@ use core::arch::global_asm;
 //   +--------------------------+ T = thread stack (16-byte aligned): header word 0; the
 //   | handlers' save areas and Rust frames (below T, only while a handler runs)
 //
-// When `fp` returns, every chunk switch has been undone (each checkpoint's underflow test),
+// When `fp` returns, every chunk switch has been undone (each checkpoint unlinks its chunk),
 // so rbp = H again and [rbp] = T finds the native stack.
 global_asm!(
     ".text",
@@ -84,7 +84,7 @@ global_asm!(
 //      caller pushed: arguments and padding), rbp = current header, [rsp] = return address
 //      into the stub, [rsp + 8 .. rsp + 8 + A) = the pushed arguments.
 // Out: rbp = new header; rsp = new header - A - 8 with the arguments and the return address
-//      copied there; returns into the stub (which jumps to the `call`).
+//      copied there; returns into the stub, which makes the call on the new chunk.
 // Preserved: every register but r10, r11 and the flags (the System V argument registers
 //      rdi rsi rdx rcx r8 r9 rax and xmm0-7 too: a checkpoint may be a C call).
 //
@@ -169,7 +169,7 @@ global_asm!(
 // In:  rbp = current header, [rsp] = return address into the stub (rsp = header - 8),
 //      rax / xmm0 = the call's result (rdx kept as well).
 // Out: rbp = previous header, rsp = the header's prev_sp (the caller's SP); returns into the
-//      stub (which jumps back after the test). The chunk is given back to the runtime.
+//      stub, which continues after the checkpoint. The chunk is given back to the runtime.
 // Preserved: rax rdx xmm0 and the callee-saved registers; other caller-saved registers are
 //      clobbered (they are dead after the call).
 //

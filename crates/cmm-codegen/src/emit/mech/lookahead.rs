@@ -1,7 +1,7 @@
 //! Mechanism `lookahead`: linked stack chunks with look-ahead overflow detection (thesis 3.4.3,
-//! after Capriccio): checkpoint call sites test for room before the call and link a new chunk
-//! when the reserve would not fit; the underflow test after the call returns to the previous
-//! chunk. Which call sites are checkpoints, and what they reserve, comes from
+//! after Capriccio): checkpoint call sites test for room before the call and, when the reserve
+//! would not fit, make the call on a newly linked chunk and unlink it as soon as the call
+//! returns. Which call sites are checkpoints, and what they reserve, comes from
 //! [`crate::callgraph`], fed with this stage's real frame sizes (so the program is emitted in
 //! two passes, see [`emit_program`]).
 //!
@@ -26,26 +26,30 @@
 //!  MOV  EDX, ESP                              lea  ecx, [esp - (R - A + 16)]
 //!  ADD  EDX, CHUNK - LONGEST_PATH - 16        cmp  ecx, dword ptr [ebp + 12]   ; limit
 //!  CMP  EDX, EBP                              jb   .LlaN_ovf                   ; out of line
-//!  JGE  .L1                                 .LlaN_go:
-//!  CALL STAMEX_OVERFLOW_HANDLER               call callee
-//! .L1: PUSH arg1 ... PUSH argn                add  esp, A
-//!  CALL callee                                cmp  esp, ebp
-//!  ADD  ESP, args_size                        je   .LlaN_unf                   ; out of line
-//!  CMP  EBP, ESP                            .LlaN_back:
-//!  JNE  .L2                                   ; in `.subsection 1` (after all functions):
-//!  CALL STAMEX_UNDERFLOW_HANDLER            .LlaN_ovf:  mov ecx, R ; mov edx, A
-//! .L2:                                                  call stackrt_lookahead_overflow
-//!                                                       jmp .LlaN_go
-//!                                           .LlaN_unf:  call stackrt_lookahead_underflow
-//!                                                       jmp .LlaN_back
+//!  JGE  .L1                                   call callee
+//!  CALL STAMEX_OVERFLOW_HANDLER               add  esp, A
+//! .L1: PUSH arg1 ... PUSH argn              .LlaN_back:
+//!  CALL callee                                ; in `.subsection 1` (after all functions):
+//!  ADD  ESP, args_size                      .LlaN_ovf:  mov ecx, R ; mov edx, A
+//!  CMP  EBP, ESP                                        call stackrt_lookahead_overflow
+//!  JNE  .L2                                             call callee        ; on the new chunk
+//!  CALL STAMEX_UNDERFLOW_HANDLER                        add  esp, A        ; esp = ebp again
+//! .L2:                                                  call stackrt_lookahead_underflow
+//!                                                       jmp  .LlaN_back
 //! ```
 //!
 //! The semantics are the thesis's: overflow iff the reserve does not fit above the chunk's
 //! limit (`SP - R < limit + 16`, stackrt's `CHECK_SLACK` of 16 bytes leaves room for the
 //! handler's return address, like the thesis's `- 16`); then a new chunk is linked and the call
-//! runs on it; after the call, `SP == chunk register` means the callee was the first frame of
-//! the chunk, which is then unlinked. Differences, all for the register allocator:
+//! runs on it; when the call has returned to the new chunk's header, the chunk is unlinked.
+//! Differences:
 //!
+//! * The underflow test is gone from the common path. The thesis tests `SP == EBP` after every
+//!   checkpoint call, because the call may have been made on a new chunk. Here only the
+//!   out-of-line path makes calls on a new chunk (a chunk is linked nowhere else), so that path
+//!   knows its call ends at the new chunk's header and unlinks it unconditionally; the common
+//!   path's call never changes chunks. Deep recursion, where every call is a checkpoint, pays
+//!   three instructions per call instead of five.
 //! * The test comes *after* the pushes, right before the `call`. There every register the call
 //!   clobbers is dead (arguments have been pushed; C-- calls pass nothing in registers; the
 //!   System V register arguments of C calls are never `r10`/`r11`), so the test needs no
@@ -59,12 +63,14 @@
 //! * The test compares against the header's `limit` word instead of computing
 //!   `SP + chunk_size - ...` against `ebp`: the same condition, without the wrap-around the
 //!   thesis form has for chunks mapped near the top of a 32-bit address space.
-//! * The overflow and underflow calls are out of line (`.subsection 1`), so the common path is
-//!   three instructions and a not-taken branch before the call and two after it.
+//! * The overflow path is out of line (`.subsection 1`), so the common path is three
+//!   instructions and a not-taken branch before the call.
 //!
 //! Calls to C functions are checkpoints too when the analysis says so (a large frame calling
-//! `printf` with small chunks): the same test right before `call`, the underflow test after the
-//! stack cleanup. C code preserves `ebp`/`rbp`, so the chunk register survives every C call.
+//! `printf` with small chunks). The shared printer emits their call (register arguments, `al`
+//! for varargs, the result's conversion), so they keep the thesis's shape: the same test right
+//! before `call`, whose out-of-line path links the chunk and jumps back to the `call`, and the
+//! underflow test (`cmp esp, ebp; je .LlaN_unf`) after the stack cleanup. C code preserves `ebp`/`rbp`, so the chunk register survives every C call.
 //!
 //! # Stack of a lookahead program (i686; x86-64 the same with 8-byte words)
 //!
@@ -186,6 +192,12 @@ fn regs_of(t: Target) -> Regs {
 /// the `call` (see the module docs): `reserve` counts from the SP before the pushes, `args` is
 /// what was pushed since.
 pub fn checkpoint_test(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
+    checkpoint_compare(t, label, reserve, args, out);
+    let _ = writeln!(out, ".Lla{label}_go:");
+}
+
+/// The compare and the branch to the out-of-line overflow path `.Lla{label}_ovf`.
+fn checkpoint_compare(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
     let r = regs_of(t);
     let limit = ChunkHeaderLayout::for_pointer_size(t.slot()).limit;
     let distance = reserve - args + callgraph::CHECK_SLACK;
@@ -200,11 +212,32 @@ pub fn checkpoint_test(t: Target, label: u32, reserve: u32, args: u32, out: &mut
         r.scratch, r.word, r.chunk
     );
     let _ = writeln!(out, "\tjb .Lla{label}_ovf");
-    let _ = writeln!(out, ".Lla{label}_go:");
 }
 
-/// The underflow test after a checkpoint's call (the arguments already removed), and the two
-/// out-of-line stubs calling the runtime's handlers.
+/// A checkpoint at a call to a C-- function (see the module docs): the test, the common path's
+/// call, and out of line the call on a new chunk, which is unlinked as soon as the call
+/// returns, so the common path needs no underflow test.
+fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
+    let (t, args) = (c.target, c.arg_bytes);
+    let r = regs_of(t);
+    checkpoint_compare(t, label, reserve, args, out);
+    let _ = writeln!(out, "\tcall {}", c.callee);
+    add_sp(t, args, out);
+    let _ = writeln!(out, ".Lla{label}_back:");
+    out.push_str("\t.subsection 1\n");
+    let _ = writeln!(out, ".Lla{label}_ovf:");
+    let _ = writeln!(out, "\tmov {}, {reserve}", r.reserve);
+    let _ = writeln!(out, "\tmov {}, {args}", r.args);
+    let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tcall {}", c.callee);
+    add_sp(t, args, out);
+    let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tjmp .Lla{label}_back");
+    out.push_str("\t.subsection 0\n");
+}
+
+/// The underflow test after a checkpoint's call to a C function (the arguments already
+/// removed), and the two out-of-line stubs calling the runtime's handlers.
 pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
     let r = regs_of(t);
     let _ = writeln!(out, "\tcmp {}, {}", r.sp, r.chunk);
@@ -333,10 +366,7 @@ impl Mechanism for Lookahead {
         match self.next_site(c, false) {
             None => LookaheadBase.call_suffix(c, out),
             Some((label, reserve)) => {
-                checkpoint_test(c.target, label, reserve, c.arg_bytes, out);
-                let _ = writeln!(out, "\tcall {}", c.callee);
-                add_sp(c.target, c.arg_bytes, out);
-                checkpoint_return(c.target, label, reserve, c.arg_bytes, out);
+                checkpoint_call(c, label, reserve, out);
             }
         }
     }
