@@ -5,7 +5,8 @@
 #
 # Usage: crates/bench/scripts/emit_bench.sh [CMM_BINARY] [RUNS]
 #   CMM_BINARY defaults to target/release/cmm (build it first: cargo build --release).
-#   RUNS (default 11) hyperfine runs per executable, after one warm-up run.
+#   RUNS (default 21) interleaved rounds (crates/bench/scripts/interleave.py), after one warm-up
+#   round; each round runs every executable once.
 # Environment:
 #   BENCH_TARGETS="x86_64 i686"   targets to measure
 #   BENCH_PROGRAMS="summation tree realworld quicksort"   programs to measure
@@ -17,9 +18,10 @@
 # -O2 so its recursion stays recursion (runtime-facts.md); on i686 with -msse2 -mfpmath=sse like
 # the emission stage.
 #
-# Wall time: all executables of one program are timed in ONE hyperfine invocation (side by side,
-# same machine load); both the minimum (other processes only ever add time, so on a loaded
-# machine it is the most stable figure) and the median are reported. Instruction counts:
+# Wall time: all executables of one program are timed side by side, interleaved round by round
+# (interleave.py explains why: this machine has slow phases lasting seconds). Reported: the
+# minimum and median time of each, and for each pair the minimum-time ratio and the paired
+# ratio (median over rounds of the two times' ratio within a round). Instruction counts:
 # valgrind's `I refs` (Ir: user-space instructions of the whole process, C library included;
 # deterministic), same arguments, counted by `--tool=cachegrind --cache-sim=no`: the same Ir as
 # `--tool=callgrind` (which runs out of memory on callee-cleanup's deep recursion: its shadow
@@ -27,12 +29,12 @@
 #
 # Output: one table of absolute figures and one of ratios. `x/O2` is x's figure divided by gcc
 # -O2's (the emission stage's requirement: traditional <= 1.5), `trad/O0` traditional divided by
-# gcc -O0 (requirement: < 1); columns `min`, `med` (wall time) and `Ir` (instructions).
+# gcc -O0 (requirement: < 1); columns `min`, `pair` (wall time) and `Ir` (instructions).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cmm="${1:-$root/target/release/cmm}"
-runs="${2:-11}"
+runs="${2:-21}"
 targets="${BENCH_TARGETS:-x86_64 i686}"
 want="${BENCH_PROGRAMS:-summation tree realworld quicksort}"
 want_ir="${BENCH_IR:-1}"
@@ -83,12 +85,11 @@ for target in $targets; do
                 echo "emit_bench: $target $name-$k prints something else than gcc -O0" >&2
                 exit 1
             }
-            cmds+=("$work/$name-$k $args")
+            cmds+=("$k=$work/$name-$k $args")
         done
-        hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/t.json" "${cmds[@]}" \
-            >/dev/null 2>&1
-        for i in "${!kinds[@]}"; do
-            k="${kinds[$i]}"
+        python3 "$root/crates/bench/scripts/interleave.py" --rounds "$runs" \
+            --json "$work/$target-$name.json" "${cmds[@]}" >/dev/null
+        for k in "${kinds[@]}"; do
             ir=nan
             if [ "$want_ir" = 1 ]; then
                 # shellcheck disable=SC2086
@@ -102,50 +103,52 @@ for target in $targets; do
                     exit 1
                 fi
             fi
-            python3 - "$work/t.json" "$i" "$target" "$name" "$k" "$ir" >>"$results" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
-print("\t".join(sys.argv[3:6] + [repr(min(r["times"])), repr(r["median"]), sys.argv[6]]))
-PY
+            printf '%s\t%s\t%s\t%s\n' "$target" "$name" "$k" "$ir" >>"$results"
         done
     done
 done
 
-python3 - "$results" "$runs" <<'PY'
-import sys
+python3 - "$results" "$runs" "$work" <<'PY'
+import json, statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-data = {}
-order = []
-for tg, name, k, mn, med, ir in rows:
+work = sys.argv[3]
+data, order = {}, []
+for tg, name, k, ir in rows:
     if (tg, name) not in data:
         order.append((tg, name))
-    data.setdefault((tg, name), {})[k] = (float(mn), float(med), float(ir))
-nan = float("nan")
+        data[(tg, name)] = {"ir": {}, "runs": json.load(open(f"{work}/{tg}-{name}.json"))["runs"]}
+    data[(tg, name)]["ir"][k] = float(ir)
 kinds = ["O0", "O2", "native", "trad", "callee"]
-print(f"Wall time (min / median of {sys.argv[2]} runs, ms) and instructions (valgrind Ir, 1e6)")
+print(f"Wall time (min / median of {sys.argv[2]} interleaved rounds, ms) and instructions "
+      "(valgrind Ir, 1e6)")
 print(f"{'target':<7}{'program':<11}" + "".join(f"{k:>22}" for k in kinds))
 for key in order:
     d = data[key]
     cells = []
     for k in kinds:
-        if k in d:
-            mn, med, ir = d[k]
-            cells.append(f"{mn*1e3:7.1f}/{med*1e3:7.1f} {ir/1e6:6.0f}")
+        if k in d["runs"]:
+            t = d["runs"][k]
+            cells.append(f"{min(t)*1e3:7.1f}/{statistics.median(t)*1e3:7.1f} "
+                         f"{d['ir'][k]/1e6:6.0f}")
         else:
             cells.append("-")
     print(f"{key[0]:<7}{key[1]:<11}" + "".join(f"{c:>22}" for c in cells))
 print()
-print("Ratios: min = by minimum wall time, med = by median wall time, Ir = by instruction count")
+print("Ratios: min = of the minimum wall times, pair = median over rounds of the ratio of the")
+print("two times in the same round (robust to the machine's slow phases), Ir = of instructions")
 cols = [("O0", "O2"), ("native", "O2"), ("trad", "O2"), ("callee", "O2"), ("trad", "O0"),
-        ("callee", "trad")]
+        ("callee", "trad"), ("trad", "native")]
 print(f"{'':<18}" + "".join(f"{a + '/' + b:>20}" for a, b in cols))
-print(f"{'target':<7}{'program':<11}" + "".join(f"{'min   med    Ir':>20}" for _ in cols))
+print(f"{'target':<7}{'program':<11}" + "".join(f"{'min  pair    Ir':>20}" for _ in cols))
 for key in order:
     d = data[key]
     cells = []
     for a, b in cols:
-        if a in d and b in d:
-            r = [d[a][i] / d[b][i] for i in range(3)]
+        if a in d["runs"] and b in d["runs"]:
+            ta, tb = d["runs"][a], d["runs"][b]
+            r = [min(ta) / min(tb),
+                 statistics.median(x / y for x, y in zip(ta, tb)),
+                 d["ir"][a] / d["ir"][b]]
             cells.append(" ".join("  -  " if x != x else f"{x:5.2f}" for x in r))
         else:
             cells.append("-")

@@ -5,23 +5,25 @@
 #
 # Usage: crates/bench/scripts/lookahead_bench.sh [CMM_BINARY] [RUNS]
 #   CMM_BINARY defaults to target/release/cmm (the compiler's speed does not matter here: the
-#   runtime is always a release build). RUNS (default 11) hyperfine runs after one warm-up.
+#   runtime is always a release build). RUNS (default 31) interleaved rounds after one warm-up
+#   round (crates/bench/scripts/interleave.py).
 # Environment:
 #   BENCH_TARGETS="x86_64 i686"     targets to measure
 #   BENCH_THREADS="1 2 64 256"      thread counts of the tree benchmark
 #   BENCH_SUM_N=2000000             depth of the Summation
 #   BENCH_TREE="1000 30000 0.3 100" balanced, unbalanced, spike fraction, searches per thread
 #
-# As in emit_bench.sh, the executables of one row are timed in ONE hyperfine invocation (side
-# by side, same machine load), and both the minimum and the median are reported. Every
-# executable must print the same as the `traditional` one before it is timed. `traditional`
-# runs with `ulimit -s unlimited` (the main thread's recursion) and tree threads with a 2 MiB
-# stack (30000 levels of 16 or 32 bytes fit); `lookahead` needs neither.
+# As in emit_bench.sh, the executables of one row are timed side by side, interleaved round by
+# round, and the overhead is the paired one: the median over rounds of lookahead's time divided
+# by traditional's in the same round (the minimum times are shown too). Every executable must
+# print the same as the `traditional` one before it is timed. `traditional` runs with
+# `ulimit -s unlimited` (the main thread's recursion) and tree threads with a 2 MiB stack (30000
+# levels of 16 or 32 bytes fit); `lookahead` needs neither.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 cmm="${1:-$root/target/release/cmm}"
-runs="${2:-11}"
+runs="${2:-31}"
 targets="${BENCH_TARGETS:-x86_64 i686}"
 threads="${BENCH_THREADS:-1 2 64 256}"
 sum_n="${BENCH_SUM_N:-2000000}"
@@ -30,7 +32,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 || true
 
-results="$work/results.tsv" # target row mech min median
+results="$work/results.tsv" # target row trad_min look_min paired_ratio
 : >"$results"
 
 # time_row TARGET ROW ARGS: times $work/$TARGET-{trad,look} with ARGS side by side.
@@ -48,16 +50,15 @@ time_row() {
         echo "lookahead_bench: $target $row: lookahead prints something else" >&2
         exit 1
     }
-    hyperfine -N --warmup 1 --runs "$runs" --export-json "$work/t.json" "${cmds[@]}" \
-        >/dev/null 2>&1
-    for i in 0 1; do
-        python3 - "$work/t.json" "$i" "$target" "$row" >>"$results" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))["results"][int(sys.argv[2])]
-kind = ["trad", "look"][int(sys.argv[2])]
-print("\t".join([sys.argv[3], sys.argv[4], kind, repr(min(r["times"])), repr(r["median"])]))
+    python3 "$root/crates/bench/scripts/interleave.py" --rounds "$runs" --json "$work/t.json" \
+        "trad=${cmds[0]}" "look=${cmds[1]}" >/dev/null
+    python3 - "$work/t.json" "$target" "$row" >>"$results" <<'PY'
+import json, statistics, sys
+d = json.load(open(sys.argv[1]))
+t, l = d["runs"]["trad"], d["runs"]["look"]
+pair = statistics.median(d["ratio"]["look"])
+print("\t".join(sys.argv[2:4] + [repr(min(t)), repr(min(l)), repr(pair)]))
 PY
-    done
 }
 
 for target in $targets; do
@@ -77,16 +78,12 @@ done
 python3 - "$results" "$runs" <<'PY'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-data, order = {}, []
-for tg, row, k, mn, med in rows:
-    if (tg, row) not in data:
-        order.append((tg, row))
-    data.setdefault((tg, row), {})[k] = (float(mn), float(med))
-print(f"Wall time in ms (min / median of {sys.argv[2]} runs); overhead = lookahead / traditional - 1")
-print(f"{'target':<8}{'benchmark':<20}{'traditional':>20}{'lookahead 32K':>20}{'overhead min':>14}{'med':>8}")
-for key in order:
-    d = data[key]
-    (tm, tmed), (lm, lmed) = d["trad"], d["look"]
-    print(f"{key[0]:<8}{key[1]:<20}{tm*1e3:9.1f} /{tmed*1e3:8.1f}{lm*1e3:9.1f} /{lmed*1e3:8.1f}"
-          f"{(lm/tm-1)*100:13.1f}%{(lmed/tmed-1)*100:7.1f}%")
+print(f"Wall time in ms (minimum of {sys.argv[2]} interleaved rounds); overhead = lookahead / "
+      "traditional - 1, by minimum and paired (median of the per-round ratio)")
+print(f"{'target':<8}{'benchmark':<20}{'traditional':>12}{'lookahead 32K':>14}"
+      f"{'overhead min':>14}{'paired':>8}")
+for tg, row, tm, lm, pair in rows:
+    tm, lm, pair = float(tm), float(lm), float(pair)
+    print(f"{tg:<8}{row:<20}{tm*1e3:12.1f}{lm*1e3:14.1f}{(lm/tm-1)*100:13.1f}%"
+          f"{(pair-1)*100:7.1f}%")
 PY
