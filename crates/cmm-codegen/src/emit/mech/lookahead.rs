@@ -219,21 +219,27 @@ fn checkpoint_compare(t: Target, label: u32, reserve: u32, args: u32, out: &mut 
 /// returns, so the common path needs no underflow test.
 fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
     let (t, args) = (c.target, c.arg_bytes);
-    let r = regs_of(t);
     checkpoint_compare(t, label, reserve, args, out);
     let _ = writeln!(out, "\tcall {}", c.callee);
     add_sp(t, args, out);
+    overflow_stub(t, label, reserve, args, out);
+    let _ = writeln!(out, "\tcall {}", c.callee);
+    add_sp(t, args, out);
+    let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tjmp .Lla{label}_back");
+    out.push_str("\t.subsection 0\n");
+}
+
+/// The end of a checkpoint's common path (`.Lla{label}_back`) and the start of its out-of-line
+/// path: the call of the overflow handler with the reserve and the argument bytes.
+fn overflow_stub(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
+    let r = regs_of(t);
     let _ = writeln!(out, ".Lla{label}_back:");
     out.push_str("\t.subsection 1\n");
     let _ = writeln!(out, ".Lla{label}_ovf:");
     let _ = writeln!(out, "\tmov {}, {reserve}", r.reserve);
     let _ = writeln!(out, "\tmov {}, {args}", r.args);
     let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, args, out);
-    let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
-    let _ = writeln!(out, "\tjmp .Lla{label}_back");
-    out.push_str("\t.subsection 0\n");
 }
 
 /// The underflow test after a checkpoint's call to a C function (the arguments already
@@ -242,12 +248,7 @@ pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &m
     let r = regs_of(t);
     let _ = writeln!(out, "\tcmp {}, {}", r.sp, r.chunk);
     let _ = writeln!(out, "\tje .Lla{label}_unf");
-    let _ = writeln!(out, ".Lla{label}_back:");
-    out.push_str("\t.subsection 1\n");
-    let _ = writeln!(out, ".Lla{label}_ovf:");
-    let _ = writeln!(out, "\tmov {}, {reserve}", r.reserve);
-    let _ = writeln!(out, "\tmov {}, {args}", r.args);
-    let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
+    overflow_stub(t, label, reserve, args, out);
     let _ = writeln!(out, "\tjmp .Lla{label}_go");
     let _ = writeln!(out, ".Lla{label}_unf:");
     let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
