@@ -347,3 +347,42 @@ fn chunk_size_is_validated_and_callgraph_is_printed() {
     let d = text(&dump.stdout);
     assert!(d.contains("00000100") && d.contains("03000000"), "{d}");
 }
+
+/// The hot split (a call and return oscillating across a chunk boundary) reuses one cached
+/// chunk: tens of thousands of overflows, a handful of mappings whatever the count. The
+/// runtime counts every `mmap` of a chunk in `chunks mapped`.
+#[test]
+fn a_hot_split_reuses_its_chunk_without_mapping_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/hot_split.cm");
+    for target in ["x86_64", "i686"] {
+        let exe = compile(
+            &src,
+            dir.path(),
+            &format!("hot-{target}"),
+            &["--mech", "lookahead", "--target", target],
+        );
+        let (last_depth, n) = (1500u64, 20_000u64);
+        let o = Command::new(&exe)
+            .args(["0", &last_depth.to_string(), &n.to_string()])
+            .env("STACKRT_STATS", "1")
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{target}: {err}");
+        assert_eq!(text(&o.stdout), format!("{}\n", (last_depth + 1) * n));
+        // At least one depth puts the loop's call at a boundary: n overflows from there.
+        let overflows = stat(&err, "overflows");
+        assert!(overflows >= n, "{target}: {err}");
+        assert_eq!(overflows, stat(&err, "underflows"), "{target}: {err}");
+        // 1500 levels need a few chunks; nothing is mapped per overflow.
+        let mapped = stat(&err, "chunks mapped");
+        assert!(mapped <= 8, "{target}: {err}");
+        assert_eq!(stat(&err, "chunks unmapped"), 0, "{target}: {err}");
+        assert_eq!(
+            stat(&err, "chunks reused"),
+            overflows + 1 - mapped,
+            "{target}: every chunk but the mapped ones is a reused one\n{err}"
+        );
+    }
+}

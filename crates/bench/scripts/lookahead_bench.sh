@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # lookahead_bench.sh: the `lookahead` mechanism (32 KiB chunks) against `traditional`, on the
 # thesis's deep Summation (single-threaded, one deep recursion) and the multi-threaded
-# Unbalanced Binary Tree with 1, 2, 64 and 256 threads, on x86-64 and i686, by wall-clock time.
+# Unbalanced Binary Tree with 1, 2, 64 and 256 threads, and a repeated deep recursion
+# (crates/bench/programs/deep_repeat.cm: the tree's spike searches without the tree), on x86-64
+# and i686, by wall-clock time.
 #
 # Usage: crates/bench/scripts/lookahead_bench.sh [CMM_BINARY] [RUNS]
 #   CMM_BINARY defaults to target/release/cmm (the compiler's speed does not matter here: the
@@ -12,6 +14,7 @@
 #   BENCH_THREADS="1 2 64 256"      thread counts of the tree benchmark
 #   BENCH_SUM_N=2000000             depth of the Summation
 #   BENCH_TREE="1000 30000 0.3 100" balanced, unbalanced, spike fraction, searches per thread
+#   BENCH_DEEP="30000 1000"         depth and repetitions of deep_repeat
 #
 # As in emit_bench.sh, the executables of one row are timed side by side, interleaved round by
 # round, and the overhead is the paired one: the median over rounds of lookahead's time divided
@@ -28,6 +31,7 @@ targets="${BENCH_TARGETS:-x86_64 i686}"
 threads="${BENCH_THREADS:-1 2 64 256}"
 sum_n="${BENCH_SUM_N:-2000000}"
 tree="${BENCH_TREE:-1000 30000 0.3 100}"
+deep="${BENCH_DEEP:-30000 1000}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 ulimit -s unlimited 2>/dev/null || ulimit -s 1048576 || true
@@ -62,14 +66,16 @@ PY
 }
 
 for target in $targets; do
-    for p in "sum thesis/summation_single.cm" "tree thesis/tree_multi.cm"; do
+    for p in "sum tests/programs/thesis/summation_single.cm" \
+        "tree tests/programs/thesis/tree_multi.cm" "deep crates/bench/programs/deep_repeat.cm"; do
         read -r name file <<<"$p"
-        src="$root/tests/programs/$file"
+        src="$root/$file"
         "$cmm" compile --mech traditional --target "$target" "$src" -o "$work/$target-$name-trad"
         "$cmm" compile --mech lookahead --chunk-size 32768 --target "$target" "$src" \
             -o "$work/$target-$name-look"
     done
     time_row "$target" "summation $sum_n" sum "$sum_n"
+    time_row "$target" "deep ${deep/ /x}" deep "$deep"
     for t in $threads; do
         time_row "$target" "tree ${t}thr" tree "$tree $t 2097152"
     done
