@@ -14,7 +14,8 @@
 #   BENCH_THREADS="1 2 64 256"      thread counts of the tree benchmark
 #   BENCH_SUM_N=2000000             depth of the Summation
 #   BENCH_TREE="1000 30000 0.3 100" balanced, unbalanced, spike fraction, searches per thread
-#   BENCH_DEEP="30000 1000"         depth and repetitions of deep_repeat
+#   BENCH_DEEP="30000 1000"         depth and repetitions of deep_repeat (also timed with a C
+#                                   call on the way up every 8192 levels, in both mechanisms)
 #
 # As in emit_bench.sh, the executables of one row are timed side by side, interleaved round by
 # round, and the overhead is the paired one: the median over rounds of lookahead's time divided
@@ -76,6 +77,7 @@ for target in $targets; do
     done
     time_row "$target" "summation $sum_n" sum "$sum_n"
     time_row "$target" "deep ${deep/ /x}" deep "$deep"
+    time_row "$target" "deep, abs per 8192" deep "$deep 8192"
     for t in $threads; do
         time_row "$target" "tree ${t}thr" tree "$tree $t 2097152"
     done
