@@ -88,6 +88,11 @@ impl ChunkHeaderLayout {
     }
 }
 
+/// What emitted code stores in header word 0 (`thread_stack`) of a chunk it unlinked without
+/// calling the runtime (`stackrt::chunk::UNLINKED`: all ones; a 32-bit immediate, sign-extended
+/// on x86-64).
+pub const UNLINKED_MARK: i32 = -1;
+
 /// Largest reserve a checkpoint may ask for: `chunk_size - header - CHECK_SLACK`
 /// (equals `stackrt::chunk::chunk_capacity` on the target). 32 KiB: 32720 on i686, 32688 on
 /// x86-64.

@@ -7,7 +7,7 @@
 
 use cmm_codegen::callgraph::{
     analyze, chunk_capacity, validate_chunk_size, CallGraphConfig, CallGraphError, CallGraphInput,
-    CallSite, CheckpointReason, ChunkHeaderLayout, FunctionNode,
+    CallSite, CheckpointReason, ChunkHeaderLayout, FunctionNode, UNLINKED_MARK,
 };
 use cmm_front::typed::Callee;
 use proptest::prelude::*;
@@ -330,6 +330,8 @@ fn abi_numbers_match_the_runtime_contract() {
         }
     );
     assert_eq!(ChunkHeaderLayout::for_pointer_size(8).size, 64);
+    // stackrt's UNLINKED is all ones: -1 as a 32-bit immediate, sign-extended on x86-64.
+    assert_eq!(UNLINKED_MARK, -1);
     assert_eq!(chunk_capacity(32768, 4), 32720);
     assert_eq!(chunk_capacity(32768, 8), 32688);
     assert_eq!(validate_chunk_size(32768), Ok(32768));

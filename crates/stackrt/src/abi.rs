@@ -28,8 +28,9 @@ pub const ABI_CALLEE_CLEANUP: u32 = 2;
 
 /// `__cmm_abi` value of the emission stage's `lookahead` mechanism (thesis 3.4.3): calls as in
 /// `traditional`, and on stack chunks: `ebp`/`rbp` holds the current chunk header, checkpoint
-/// calls call `stackrt_lookahead_overflow`/`_underflow` (`crate::arch::*_lookahead`). The
-/// object also defines `__cmm_chunk_size`. Entered through `crate::mech::lookahead`.
+/// calls call `stackrt_lookahead_overflow` (`crate::arch::*_lookahead`) and unlink chunks
+/// inline (`crate::chunk::UNLINKED`). The object also defines `__cmm_chunk_size`. Entered
+/// through `crate::mech::lookahead`.
 pub const ABI_LOOKAHEAD: u32 = 3;
 
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).

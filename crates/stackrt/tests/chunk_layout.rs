@@ -7,7 +7,7 @@ use stackrt::chunk::header::{
     OFF_PREV_SP, OFF_RESUME, OFF_THREAD_STACK,
 };
 use stackrt::chunk::{
-    chunk_capacity, parse_bytes, ChunkGeometry, ChunkMapping, CHECK_SLACK, HEADER_SIZE,
+    chunk_capacity, parse_bytes, ChunkGeometry, ChunkMapping, CHECK_SLACK, HEADER_SIZE, UNLINKED,
 };
 
 #[test]
@@ -39,6 +39,8 @@ fn header_offsets_are_the_documented_abi() {
     }
     assert_eq!(CHECK_SLACK, 16);
     assert_eq!(HEADER_SIZE % 16, 0);
+    // What `mov [chunk_reg], -1` stores on either target (the compiler's UNLINKED_MARK).
+    assert_eq!(UNLINKED, (-1isize) as usize);
 }
 
 #[test]

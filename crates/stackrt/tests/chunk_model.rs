@@ -1,13 +1,15 @@
 //! Model-based property test of the chunk chain, the per-thread caches and the shared pool:
-//! random sequences of thread start, overflow, underflow and thread exit (threads simulated as
-//! separate chains in one process) run against a plain-`Vec` model that predicts every chunk's
-//! identity, every list's content, every error and every statistic.
+//! random sequences of thread start, overflow, underflow, unlinking by compiled code (the
+//! `lookahead` checkpoint's inline underflow, which only marks the chunk) and thread exit
+//! (threads simulated as separate chains in one process) run against a plain-`Vec` model that
+//! predicts every chunk's identity, every list's content, every error and every statistic.
 
 use std::collections::HashSet;
 
 use proptest::prelude::*;
 use stackrt::chunk::{
     ChunkError, ChunkGeometry, ChunkHeader, Runtime, RuntimeConfig, ThreadChain, HEADER_SIZE,
+    UNLINKED,
 };
 use stackrt::stats::StatsSnapshot;
 
@@ -22,6 +24,9 @@ enum Op {
         reserve: usize,
     },
     Underflow(usize),
+    /// What the emitted `lookahead` code does when a call on a new chunk returns: SP and the
+    /// chunk register go back to the previous chunk and word 0 is marked, without a call.
+    CodeUnlink(usize),
     /// Overflow given a header that is not the thread's current chunk.
     WrongHeader(usize),
     /// Overflow with a caller SP below the chunk's limit.
@@ -34,7 +39,8 @@ fn op_strategy(capacity: usize) -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(Op::Exit),
         6 => (any::<usize>(), any::<u16>(), 0..=capacity + 64)
             .prop_map(|(t, frac, reserve)| Op::Overflow { t, frac, reserve }),
-        6 => any::<usize>().prop_map(Op::Underflow),
+        3 => any::<usize>().prop_map(Op::Underflow),
+        4 => any::<usize>().prop_map(Op::CodeUnlink),
         1 => any::<usize>().prop_map(Op::WrongHeader),
         1 => any::<usize>().prop_map(Op::WildSp),
     ]
@@ -43,8 +49,10 @@ fn op_strategy(capacity: usize) -> impl Strategy<Value = Op> {
 /// What the model knows about one simulated thread.
 #[derive(Default)]
 struct MThread {
-    /// Chain headers, first chunk first.
+    /// Chain headers, first chunk first: the running ones, then those compiled code unlinked.
     chain: Vec<usize>,
+    /// How many chunks of `chain` the code still runs on (the chunk register is the last).
+    running: usize,
     /// Caller SPs of the overflows that linked chain[1..].
     sps: Vec<usize>,
     /// Cache, top of stack last.
@@ -97,6 +105,28 @@ impl Model {
     fn link(&mut self) {
         self.st.chunks_in_use += 1;
         self.st.peak_chunks_in_use = self.st.peak_chunks_in_use.max(self.st.chunks_in_use);
+    }
+
+    /// Unlinks the thread's newest chunk as an underflow does.
+    fn unlink_top(&mut self, t: &mut MThread) {
+        let h = t.chain.pop().unwrap();
+        t.sps.pop();
+        if t.cache.len() < self.cfg.cache_max {
+            t.cache.push(h);
+        } else {
+            self.give_back(h);
+        }
+        self.st.underflows += 1;
+        self.st.chunks_in_use -= 1;
+        t.running = t.running.min(t.chain.len());
+    }
+
+    /// What the runtime does first on each entry: the underflows of the chunks compiled code
+    /// unlinked.
+    fn reclaim(&mut self, t: &mut MThread) {
+        while t.chain.len() > t.running {
+            self.unlink_top(t);
+        }
     }
 
     fn stack_limit_err(&self, t: &MThread) -> Option<ChunkError> {
@@ -160,6 +190,9 @@ fn check(rt: &Runtime, threads: &[(ThreadChain, MThread, usize)], model: &Model)
                 assert_eq!(prev as usize, m.chain[i - 1]);
                 assert_eq!(prev_sp, m.sps[i - 1]);
             }
+            // SAFETY: linked chunks are mapped.
+            let word0 = unsafe { (*hd).thread_stack };
+            assert_eq!(word0 == UNLINKED, i >= m.running, "word 0 of chain[{i}]");
             // SAFETY: linked chunks are mapped; the marker was written when linked.
             let marker = unsafe { (model.limit_of(h) as *const usize).read() };
             assert_eq!(marker, *owner, "chunk {h:#x} was overwritten: used twice");
@@ -223,6 +256,7 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
                         model.st.thread_enters += 1;
                         model.link();
                         m.chain.push(h);
+                        m.running = 1;
                         mark(&model, h, next_owner);
                         threads.push((chain, m, next_owner));
                         next_owner += 1;
@@ -232,6 +266,7 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
             Op::Exit(i) if !threads.is_empty() => {
                 let (chain, mut m, _) = threads.swap_remove(i % threads.len());
                 chain.exit(&rt).unwrap();
+                model.reclaim(&mut m);
                 while let Some(h) = m.cache.pop() {
                     model.give_back(h);
                 }
@@ -246,10 +281,11 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
             Op::Overflow { t, frac, reserve } if !threads.is_empty() => {
                 let n = threads.len();
                 let (chain, m, owner) = &mut threads[t % n];
-                let top = *m.chain.last().unwrap();
+                let top = m.chain[m.running - 1];
                 let limit = model.limit_of(top);
                 let sp = limit + (top - limit) * frac as usize / 65535;
                 let got = chain.overflow(&rt, top as *mut ChunkHeader, sp, reserve);
+                model.reclaim(m);
                 if reserve > capacity {
                     assert_eq!(
                         got.unwrap_err(),
@@ -270,6 +306,7 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
                             model.st.wasted_bytes_max = model.st.wasted_bytes_max.max(waste);
                             m.sps.push(sp);
                             m.chain.push(h);
+                            m.running = m.chain.len();
                             let below: usize =
                                 m.chain.windows(2).zip(&m.sps).map(|(w, &s)| w[0] - s).sum();
                             model.st.peak_stack_bytes =
@@ -282,27 +319,55 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
             Op::Underflow(t) if !threads.is_empty() => {
                 let n = threads.len();
                 let (chain, m, _) = &mut threads[t % n];
-                let top = *m.chain.last().unwrap();
+                let top = m.chain[m.running - 1];
                 let got = chain.underflow(&rt, top as *mut ChunkHeader);
+                model.reclaim(m);
                 if m.chain.len() == 1 {
                     assert_eq!(got.unwrap_err(), ChunkError::UnderflowFirstChunk);
                 } else {
-                    m.chain.pop();
-                    m.sps.pop();
+                    model.unlink_top(m);
                     assert_eq!(got.unwrap().as_ptr() as usize, *m.chain.last().unwrap());
-                    if m.cache.len() < model.cfg.cache_max {
-                        m.cache.push(top);
-                    } else {
-                        model.give_back(top);
-                    }
-                    model.st.underflows += 1;
-                    model.st.chunks_in_use -= 1;
+                }
+            }
+            Op::CodeUnlink(t) if !threads.is_empty() => {
+                let n = threads.len();
+                let (_, m, _) = &mut threads[t % n];
+                if m.running > 1 {
+                    let h = m.chain[m.running - 1] as *mut ChunkHeader;
+                    // SAFETY: a running chunk of the chain: mapped; the emitted code writes
+                    // this word the same way.
+                    unsafe { (*h).thread_stack = UNLINKED };
+                    m.running -= 1;
                 }
             }
             Op::WrongHeader(t) if !threads.is_empty() => {
                 let n = threads.len();
                 let (chain, m, _) = &threads[t % n];
                 let top = *m.chain.last().unwrap();
+                // A chunk compiled code unlinked is no longer one the code can run on.
+                if m.running < m.chain.len() {
+                    let unlinked = m.chain[m.running];
+                    let got = chain.overflow(&rt, unlinked as *mut ChunkHeader, unlinked - 64, 0);
+                    assert_eq!(
+                        got.unwrap_err(),
+                        ChunkError::ChainMismatch {
+                            expected: top,
+                            got: unlinked
+                        }
+                    );
+                }
+                // Nor is one below a chunk the code still runs on.
+                if m.running >= 2 {
+                    let older = m.chain[m.running - 2];
+                    let got = chain.underflow(&rt, older as *mut ChunkHeader);
+                    assert_eq!(
+                        got.unwrap_err(),
+                        ChunkError::ChainMismatch {
+                            expected: top,
+                            got: older
+                        }
+                    );
+                }
                 let wrong = top ^ 0x40;
                 let got = chain.overflow(&rt, wrong as *mut ChunkHeader, top, 0);
                 assert_eq!(
@@ -323,10 +388,11 @@ fn run(ops: Vec<Op>, guard: bool, cache_max: usize, pool_hw: usize) {
             }
             Op::WildSp(t) if !threads.is_empty() => {
                 let n = threads.len();
-                let (chain, m, _) = &threads[t % n];
-                let top = *m.chain.last().unwrap();
+                let (chain, m, _) = &mut threads[t % n];
+                let top = m.chain[m.running - 1];
                 let limit = model.limit_of(top);
                 let got = chain.overflow(&rt, top as *mut ChunkHeader, limit - 8, 0);
+                model.reclaim(m);
                 assert_eq!(
                     got.unwrap_err(),
                     ChunkError::BadStackPointer {
@@ -393,4 +459,34 @@ fn hot_split_maps_once() {
     assert_eq!(st.chunks_reused, 9_999);
     assert_eq!((st.overflows, st.underflows), (10_000, 10_000));
     chain.exit(&rt).unwrap();
+}
+
+/// The hot split as the emitted `lookahead` code does it: the unlinking is only the mark, and
+/// the next overflow does its bookkeeping. Same chunks, same statistics as with the handler.
+#[test]
+fn hot_split_unlinked_by_code_maps_once() {
+    let page = stackrt::chunk::header::page_size();
+    let geometry = ChunkGeometry::new(8 * page, 0).unwrap();
+    let rt = Runtime::new(RuntimeConfig::new(geometry, 1 << 20, 1000));
+    let chain = ThreadChain::new();
+    let first = chain.enter(&rt, 0x1000).unwrap();
+    let sp = first.as_ptr() as usize - 100;
+    let mut seen = HashSet::new();
+    for _ in 0..10_000 {
+        let h = chain.overflow(&rt, first.as_ptr(), sp, 1000).unwrap();
+        seen.insert(h.as_ptr() as usize);
+        // SAFETY: h is the newest chunk of the chain, mapped.
+        unsafe { (*h.as_ptr()).thread_stack = UNLINKED };
+    }
+    let st = rt.stats().snapshot();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(st.chunks_mapped, 2);
+    assert_eq!(st.chunks_reused, 9_999);
+    // The last unlinking is still pending; the exit does it.
+    assert_eq!((st.overflows, st.underflows), (10_000, 9_999));
+    assert_eq!(chain.depth(), 2);
+    chain.exit(&rt).unwrap();
+    let st = rt.stats().snapshot();
+    assert_eq!((st.overflows, st.underflows), (10_000, 10_000));
+    assert_eq!(st.chunks_in_use, 0);
 }

@@ -1067,14 +1067,14 @@ mod tests {
         // A lookahead call: the slow paths in subsection 1 end in `jmp`, but the main line
         // resumes after `.subsection 0`, falling into .Lf0b9 which nothing names.
         let text = "\tcall cmm_f\n\tcmp rsp, rbp\n\tje .Lla0_unf\n.Lla0_back:\n\t.subsection 1\n\
-                    .Lla0_unf:\n\tcall stackrt_lookahead_underflow\n\tjmp .Lla0_back\n\
+                    .Lla0_unf:\n\tmov rsp, qword ptr [rbp + 8]\n\tmov rbp, qword ptr [rbp + 16]\n\tjmp .Lla0_back\n\
                     \t.subsection 0\n.Lf0b9:\n\tadd eax, 1\n\tret\n\
                     \t.subsection 1\n.Lf0b10:\n\tud2\n\t.subsection 0\n.Lf0b11:\n\tret\n";
         let got = peephole(text, "rsp", ".Lf0b");
         // .Lf0b9 stays (falls through from the call); .Lf0b10 is the first thing in its
         // subsection after a `jmp`: dropped; .Lf0b11 follows a `ret` in subsection 0: dropped.
         let want = "\tcall cmm_f\n\tcmp rsp, rbp\n\tje .Lla0_unf\n.Lla0_back:\n\t.subsection 1\n\
-                    .Lla0_unf:\n\tcall stackrt_lookahead_underflow\n\tjmp .Lla0_back\n\
+                    .Lla0_unf:\n\tmov rsp, qword ptr [rbp + 8]\n\tmov rbp, qword ptr [rbp + 16]\n\tjmp .Lla0_back\n\
                     \t.subsection 0\n.Lf0b9:\n\tadd eax, 1\n\tret\n\
                     \t.subsection 1\n\t.subsection 0\n";
         assert_eq!(got, want);

@@ -1,8 +1,9 @@
 //! i686 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
-//! (listing 3.13's role), the overflow handler (listing 3.14) and the underflow handler (listing
-//! 3.15). They switch to the thread's native stack (header word 0, like the thesis's `MOV ESP,
-//! [EBP]`) and call the chunk runtime's Rust entry points (`crate::chunk::global`, cdecl) with
-//! `esp` 16-byte aligned, instead of `malloc`/`free`.
+//! (listing 3.13's role) and the overflow handler (listing 3.14). They switch to the thread's
+//! native stack (header word 0, like the thesis's `MOV ESP, [EBP]`) and call the chunk
+//! runtime's Rust entry points (`crate::chunk::global`, cdecl) with `esp` 16-byte aligned,
+//! instead of `malloc`. The underflow (listing 3.15) has no handler: the emitted code unlinks
+//! the chunk inline and marks it (`crate::chunk::UNLINKED`); the runtime gives it back later.
 //!
 //! The chunk register is `ebp`, as in the thesis: the address of the current chunk's header
 //! (`ChunkHeader`, word `i` at `4 * i`: 0 thread stack, 1 previous SP, 2 previous header,
@@ -126,55 +127,5 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
-    options(att_syntax)
-);
-
-// stackrt_lookahead_underflow: called by a checkpoint's stub when the call returned with
-// esp = ebp, i.e. the callee was the first frame of the current chunk.
-//
-// In:  ebp = current header, [esp] = return address into the stub (esp = header - 4),
-//      eax (and edx) / xmm0 = the call's result (doubles are returned in xmm0 by the emission
-//      stage, on i686 too).
-// Out: ebp = previous header, esp = the header's prev_sp (the caller's SP); returns into the
-//      stub, which continues after the checkpoint. The chunk is given back to the runtime.
-// Preserved: eax edx xmm0 and ebx esi edi. Clobbered: ecx, other xmm registers (all dead
-//      after a call).
-//
-//   native stack (T = [ebp])
-//   +------------------+ T
-//   | xmm0             | +32
-//   | prev_sp          | +28
-//   | return address   | +24
-//   | edx              | +20
-//   | eax              | +16
-//   | (pad)            | +4
-//   | cur header       | +0 <- esp at the call (T - 48)
-global_asm!(
-    ".text",
-    ".globl stackrt_lookahead_underflow",
-    ".type stackrt_lookahead_underflow, @function",
-    ".p2align 4",
-    "stackrt_lookahead_underflow:",
-    "mov (%esp), %ecx",
-    "mov (%ebp), %esp",
-    "sub $48, %esp",
-    "mov %eax, 16(%esp)",
-    "mov %edx, 20(%esp)",
-    "mov %ecx, 24(%esp)",
-    "mov 4(%ebp), %eax",
-    "mov %eax, 28(%esp)",
-    "movups %xmm0, 32(%esp)",
-    "mov %ebp, (%esp)",
-    "call {underflow}",
-    "mov %eax, %ebp",
-    "movups 32(%esp), %xmm0",
-    "mov 16(%esp), %eax",
-    "mov 20(%esp), %edx",
-    "mov 24(%esp), %ecx",
-    "mov 28(%esp), %esp",
-    "push %ecx",
-    "ret",
-    ".size stackrt_lookahead_underflow, .-stackrt_lookahead_underflow",
-    underflow = sym crate::chunk::stackrt_chunk_underflow,
     options(att_syntax)
 );

@@ -1,7 +1,8 @@
 //! x86-64 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
-//! (listing 3.13's role), the overflow handler (listing 3.14) and the underflow handler (listing
-//! 3.15). They switch to the thread's native stack (header word 0) and call the chunk runtime's
-//! Rust entry points (`crate::chunk::global`) with `rsp` 16-byte aligned.
+//! (listing 3.13's role) and the overflow handler (listing 3.14). They switch to the thread's
+//! native stack (header word 0) and call the chunk runtime's Rust entry points
+//! (`crate::chunk::global`) with `rsp` 16-byte aligned. The underflow (listing 3.15) has no
+//! handler: the emitted code unlinks the chunk inline and marks it (`crate::chunk::UNLINKED`).
 //!
 //! The chunk register is `rbp`: the address of the current chunk's header (`ChunkHeader`, word
 //! `i` at `8 * i`: 0 thread stack, 1 previous SP, 2 previous header, 3 limit). The emitted
@@ -160,53 +161,5 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
-    options(att_syntax)
-);
-
-// stackrt_lookahead_underflow: called by a checkpoint's stub when the call returned with
-// rsp = rbp, i.e. the callee was the first frame of the current chunk.
-//
-// In:  rbp = current header, [rsp] = return address into the stub (rsp = header - 8),
-//      rax / xmm0 = the call's result (rdx kept as well).
-// Out: rbp = previous header, rsp = the header's prev_sp (the caller's SP); returns into the
-//      stub, which continues after the checkpoint. The chunk is given back to the runtime.
-// Preserved: rax rdx xmm0 and the callee-saved registers; other caller-saved registers are
-//      clobbered (they are dead after the call).
-//
-//   native stack (T = [rbp])
-//   +------------------+ T
-//   | (unused)         |
-//   | prev_sp          | +40
-//   | return address   | +32
-//   | xmm0             | +16
-//   | rdx              | +8
-//   | rax              | +0 <- rsp at the call (T - 48)
-global_asm!(
-    ".text",
-    ".globl stackrt_lookahead_underflow",
-    ".type stackrt_lookahead_underflow, @function",
-    ".p2align 4",
-    "stackrt_lookahead_underflow:",
-    "mov (%rsp), %r11",
-    "mov (%rbp), %rsp",
-    "sub $48, %rsp",
-    "mov %rax, 0(%rsp)",
-    "mov %rdx, 8(%rsp)",
-    "movups %xmm0, 16(%rsp)",
-    "mov %r11, 32(%rsp)",
-    "mov 8(%rbp), %r10",
-    "mov %r10, 40(%rsp)",
-    "mov %rbp, %rdi",
-    "call {underflow}",
-    "mov %rax, %rbp",
-    "mov 0(%rsp), %rax",
-    "mov 8(%rsp), %rdx",
-    "movups 16(%rsp), %xmm0",
-    "mov 32(%rsp), %r11",
-    "mov 40(%rsp), %rsp",
-    "push %r11",
-    "ret",
-    ".size stackrt_lookahead_underflow, .-stackrt_lookahead_underflow",
-    underflow = sym crate::chunk::stackrt_chunk_underflow,
     options(att_syntax)
 );

@@ -9,6 +9,11 @@
 //! `munmap`. So a call and return oscillating across a chunk boundary (the "hot split") reuses
 //! the same cached chunk with no system call and no lock.
 //!
+//! Compiled code may unlink a chunk by itself (header word 0 = [`UNLINKED`]); such chunks stay
+//! at the top of the chain until the thread's next overflow, underflow or exit, which first
+//! unlinks them as [`ThreadChain::underflow`] would have, newest first. So the order of every
+//! list and every statistic is the same as with an underflow handler called on the spot.
+//!
 //! A [`ThreadChain`] has only `Cell`s of plain data and raw pointers, no destructor and a
 //! `const` constructor, so a `const`-initialised thread-local of it compiles to a direct TLS
 //! access usable from a signal handler (runtime-facts.md). Its methods are not reentrant: the
@@ -20,7 +25,7 @@ use core::fmt;
 use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 
-use super::header::{ChunkGeometry, ChunkHeader, HEADER_SIZE};
+use super::header::{ChunkGeometry, ChunkHeader, HEADER_SIZE, UNLINKED};
 use super::mapping::{ChunkMapping, MapError};
 use super::pool::{FreeList, SpinLock};
 use crate::stats::Stats;
@@ -328,7 +333,9 @@ impl ThreadChain {
         self.tid.get()
     }
 
-    /// The current chunk's header (null when not active).
+    /// The newest chunk's header (null when not active). Chunks that compiled code unlinked
+    /// by itself stay in the chain until the runtime next runs for the thread, so this may lie
+    /// above the chunk the code runs on.
     pub fn top(&self) -> *mut ChunkHeader {
         self.top.get()
     }
@@ -416,8 +423,9 @@ impl ThreadChain {
         Ok(h)
     }
 
-    /// Links a new chunk after `cur` (which must be the current chunk) for a checkpoint at
-    /// `caller_sp` that needs `reserve` bytes. Returns the new header; the caller continues
+    /// Links a new chunk after `cur` (the chunk the code runs on: the newest one, or the one
+    /// below the chunks compiled code unlinked by itself) for a checkpoint at `caller_sp` that
+    /// needs `reserve` bytes. Returns the new header; the caller continues
     /// with chunk register = SP = that header.
     pub fn overflow(
         &self,
@@ -429,13 +437,8 @@ impl ThreadChain {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
         }
+        self.reclaim_unlinked(rt, cur)?;
         let top = self.top.get();
-        if cur != top {
-            return Err(ChunkError::ChainMismatch {
-                expected: top as usize,
-                got: cur as usize,
-            });
-        }
         // SAFETY: top is the chain's current chunk, mapped while linked.
         let (limit, thread_stack) = unsafe { ((*top).limit, (*top).thread_stack) };
         if caller_sp < limit || caller_sp > top as usize {
@@ -469,8 +472,8 @@ impl ThreadChain {
         Ok(h)
     }
 
-    /// Unlinks the current chunk `cur` after its first frame returned. Returns the previous
-    /// chunk's header. The caller must have read `cur`'s `prev_sp` (and `prev_header`) before:
+    /// Unlinks the chunk `cur` the code runs on (as in [`ThreadChain::overflow`]) after its
+    /// first frame returned. Returns the previous chunk's header. The caller must have read `cur`'s `prev_sp` (and `prev_header`) before:
     /// the chunk may be reused or unmapped by the time this returns.
     pub fn underflow(
         &self,
@@ -480,16 +483,51 @@ impl ThreadChain {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
         }
-        let top = self.top.get();
-        if cur != top {
-            return Err(ChunkError::ChainMismatch {
-                expected: top as usize,
-                got: cur as usize,
-            });
-        }
+        self.reclaim_unlinked(rt, cur)?;
         if self.depth.get() < 2 {
             return Err(ChunkError::UnderflowFirstChunk);
         }
+        Ok(self.unlink_top(rt))
+    }
+
+    /// Does the bookkeeping of the chunks compiled code unlinked by itself: every chunk of the
+    /// chain above `cur` (the chunk the code runs on) must be marked [`UNLINKED`], and is then
+    /// unlinked as an underflow would have, newest first. Checks everything before changing
+    /// anything: `cur` not in the chain, or marked itself, is a [`ChunkError::ChainMismatch`].
+    fn reclaim_unlinked(&self, rt: &Runtime, cur: *mut ChunkHeader) -> Result<(), ChunkError> {
+        let top = self.top.get();
+        let mismatch = ChunkError::ChainMismatch {
+            expected: top as usize,
+            got: cur as usize,
+        };
+        let mut above = 0;
+        let mut h = top;
+        while h != cur {
+            if h.is_null() {
+                return Err(mismatch);
+            }
+            // SAFETY: chain headers are mapped while in the chain.
+            let (mark, prev) = unsafe { ((*h).thread_stack, (*h).prev_header) };
+            if mark != UNLINKED {
+                return Err(mismatch);
+            }
+            above += 1;
+            h = prev;
+        }
+        // SAFETY: cur is a chain header (found above), mapped.
+        if cur.is_null() || unsafe { (*cur).thread_stack } == UNLINKED {
+            return Err(mismatch);
+        }
+        for _ in 0..above {
+            self.unlink_top(rt);
+        }
+        Ok(())
+    }
+
+    /// Unlinks the chain's newest chunk (the chain has at least two): it goes to the thread's
+    /// cache, or back to the runtime. Returns the new newest chunk.
+    fn unlink_top(&self, rt: &Runtime) -> NonNull<ChunkHeader> {
+        let top = self.top.get();
         // SAFETY: top is mapped while linked; its prev_header is the previous linked chunk.
         let (prev, prev_sp) = unsafe { ((*top).prev_header, (*top).prev_sp) };
         self.used_below
@@ -514,16 +552,23 @@ impl ThreadChain {
             rt.stats.underflows.fetch_add(1, Relaxed);
             rt.stats.chunks_unlinked(1);
         }
-        // SAFETY: prev is non-null because depth was at least 2.
-        Ok(unsafe { NonNull::new_unchecked(prev) })
+        // SAFETY: prev is non-null because the chain had at least two chunks.
+        unsafe { NonNull::new_unchecked(prev) }
     }
 
-    /// Leaves chunked code: the private cache (in pop order), then the chain (newest first)
-    /// go to the shared pool, or are unmapped above its high-water mark. The caller must not be
+    /// Leaves chunked code: after the bookkeeping of chunks compiled code unlinked, the private
+    /// cache (in pop order), then the chain (newest first) go to the shared pool, or are unmapped above its high-water mark. The caller must not be
     /// running on any of the chain's chunks.
     pub fn exit(&self, rt: &Runtime) -> Result<(), ChunkError> {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
+        }
+        // Chunks compiled code unlinked (the thread returned through them): their underflows
+        // first, as if the handler had run on the spot. Only the newest chunks can be marked,
+        // never the first (its first frame returns to the entry trampoline).
+        // SAFETY: chain headers are mapped while linked.
+        while self.depth.get() > 1 && unsafe { (*self.top.get()).thread_stack } == UNLINKED {
+            self.unlink_top(rt);
         }
         while let Some(h) = self.with_cache(|c| c.pop()) {
             // SAFETY: cached chunks are free and owned by this thread.

@@ -313,7 +313,9 @@ pub extern "C" fn stackrt_chunk_size() -> usize {
         .map_or(0, |rt| rt.config().geometry.chunk_size)
 }
 
-/// The calling thread's current chunk header, or null. Async-signal-safe (one TLS read).
+/// The calling thread's newest chunk header, or null. Async-signal-safe (one TLS read). Under
+/// `lookahead` it may lie above the chunk the code runs on (chunks the emitted code unlinked by
+/// itself stay in the chain until the next overflow: see [`super::header::UNLINKED`]).
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_current() -> *mut ChunkHeader {
     CHAIN.with(|c| c.top())

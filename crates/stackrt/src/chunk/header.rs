@@ -28,7 +28,8 @@
 pub struct ChunkHeader {
     /// Word 0. The thread's runtime stack pointer: the handlers switch SP to this value (on the
     /// thread's native stack, below the entry trampoline's frame) before calling into Rust.
-    /// Copied from chunk to chunk; 16-byte aligned.
+    /// Copied from chunk to chunk; 16-byte aligned. [`UNLINKED`] once compiled code has
+    /// unlinked the chunk on its own (see there).
     pub thread_stack: usize,
     /// Word 1. The stack pointer to restore on underflow: the caller's SP passed to the overflow
     /// handler. 0 in a thread's first chunk.
@@ -64,6 +65,19 @@ pub const OFF_RESUME: usize = core::mem::offset_of!(ChunkHeader, resume);
 pub const OFF_MAP_BASE: usize = core::mem::offset_of!(ChunkHeader, map_base);
 pub const OFF_MAP_LEN: usize = core::mem::offset_of!(ChunkHeader, map_len);
 pub const OFF_LINK: usize = core::mem::offset_of!(ChunkHeader, link);
+
+/// Word 0 of a chunk that compiled code unlinked without calling the runtime: all ones (the
+/// emitted code stores the immediate -1, sign-extended on x86-64).
+///
+/// The `lookahead` checkpoint unlinks the chunk its call ran on by itself, with loads and one
+/// store and no call (`mov sp, [chunk + prev_sp]; mov [chunk], -1; mov chunk, [chunk +
+/// prev_header]`), because any call made while a deep recursion unwinds costs the recursion's
+/// remaining returns their prediction (measured: 1.5-2x on whole programs). The chunk then
+/// stays in the thread's chain, above the running chunk, until the runtime next runs for the
+/// thread (an overflow, an explicit underflow or the thread's exit), which does the
+/// unlinking's bookkeeping then, exactly as an underflow handler would have
+/// (`ThreadChain::overflow`). A thread stack is 16-byte aligned, so it is never all ones.
+pub const UNLINKED: usize = usize::MAX;
 
 /// Bytes a checkpoint keeps free below its reserve: the overflow handler is *called*, which
 /// pushes a return address below SP, and the test must leave room for that push even when

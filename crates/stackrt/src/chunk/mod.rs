@@ -11,6 +11,11 @@
 //! * **Chunk header**: [`ChunkHeader`], at the top of each chunk, word `i` at offset `i * P`:
 //!   0 `thread_stack`, 1 `prev_sp`, 2 `prev_header`, 3 `limit`, 4 `resume` (MMU),
 //!   5..7 runtime-private. [`HEADER_SIZE`] = 8 words. The chunk register points at it.
+//! * **Unlinking by compiled code**: code may unlink the chunk it runs on without calling the
+//!   runtime, when that chunk's first frame has returned (SP = chunk register): SP = `prev_sp`,
+//!   word 0 = [`UNLINKED`], chunk register = `prev_header`. The runtime does the bookkeeping on
+//!   its next entry for the thread (see [`UNLINKED`]); entry points given a chunk take it as the
+//!   one the code runs on, and the chain's chunks above it must all be marked.
 //! * **Checkpoint test** for reserve `R`: overflow iff `SP - R < limit + CHECK_SLACK`, i.e.
 //!   `SP + (chunk_size - HEADER_SIZE - CHECK_SLACK - R) < chunk_reg`; `R <= chunk_capacity`.
 //! * **Entry points** (`extern "C"`, called on the thread's native stack, i.e. after the
@@ -19,7 +24,8 @@
 //!   - `ChunkHeader *stackrt_chunk_overflow(ChunkHeader *cur, uintptr_t caller_sp,
 //!     uintptr_t reserve)` — new chunk, `prev_sp = caller_sp`, `prev_header = cur`;
 //!   - `ChunkHeader *stackrt_chunk_underflow(ChunkHeader *cur)` — returns `cur->prev_header`;
-//!     load `cur->prev_sp` before the call;
+//!     load `cur->prev_sp` before the call (for handlers that cannot unlink inline, e.g. an
+//!     underflow through a replaced return address);
 //!   - `void stackrt_chunk_thread_exit(void)` — after the C-- function returned, off-chunk;
 //!   - `stackrt_chunk_thread_enter_guarded`, `stackrt_chunk_current`, `stackrt_chunk_size`.
 //!
@@ -45,6 +51,7 @@ pub use global::{
 };
 pub use header::{
     chunk_capacity, ChunkGeometry, ChunkHeader, CHECK_SLACK, DEFAULT_CHUNK_SIZE, HEADER_SIZE,
+    UNLINKED,
 };
 pub use mapping::{ChunkMapping, MapError};
 pub use msg::FATAL_EXIT_STATUS;

@@ -1,8 +1,9 @@
 //! The `lookahead` mechanism's side of the runtime (ABI [`crate::abi::ABI_LOOKAHEAD`], thesis
 //! 3.4.3): entering C-- code on a fresh stack chunk, and the native stack size of its threads.
 //!
-//! The assembly (entry trampoline, overflow and underflow handlers) is in
-//! `crate::arch::{x86_64,i686}_lookahead`; the chunks themselves in [`crate::chunk`].
+//! The assembly (entry trampoline and overflow handler; the underflow is inline in the emitted
+//! code) is in `crate::arch::{x86_64,i686}_lookahead`; the chunks themselves in
+//! [`crate::chunk`].
 
 use core::ffi::c_int;
 

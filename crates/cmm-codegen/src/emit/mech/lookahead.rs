@@ -34,7 +34,9 @@
 //!  CMP  EBP, ESP                                        call stackrt_lookahead_overflow
 //!  JNE  .L2                                             call callee        ; on the new chunk
 //!  CALL STAMEX_UNDERFLOW_HANDLER                        add  esp, A        ; esp = ebp again
-//! .L2:                                                  call stackrt_lookahead_underflow
+//! .L2:                                                  mov  esp, dword ptr [ebp + 4]
+//!                                                       mov  dword ptr [ebp + 0], -1
+//!                                                       mov  ebp, dword ptr [ebp + 8]
 //!                                                       jmp  .LlaN_back
 //! ```
 //!
@@ -50,6 +52,13 @@
 //!   knows its call ends at the new chunk's header and unlinks it unconditionally; the common
 //!   path's call never changes chunks. Deep recursion, where every call is a checkpoint, pays
 //!   three instructions per call instead of five.
+//! * The underflow is inline and makes no call: `esp = prev_sp`, header word 0 = -1 (stackrt's
+//!   `UNLINKED`: the runtime does the bookkeeping, cache and statistics, on its next entry for
+//!   the thread), `ebp = prev_header`. Any call made while a deep recursion unwinds costs the
+//!   remaining returns their prediction on the machines measured (a C call every 8192 levels on
+//!   the way up made `traditional` 1.5-2x slower, crates/bench/scripts/lookahead_bench.sh);
+//!   with the thesis's underflow handler call, the repeated deep recursion ran 2.5x slower
+//!   under `lookahead` than under `traditional`.
 //! * The test comes *after* the pushes, right before the `call`. There every register the call
 //!   clobbers is dead (arguments have been pushed; C-- calls pass nothing in registers; the
 //!   System V register arguments of C calls are never `r10`/`r11`), so the test needs no
@@ -70,7 +79,8 @@
 //! `printf` with small chunks). The shared printer emits their call (register arguments, `al`
 //! for varargs, the result's conversion), so they keep the thesis's shape: the same test right
 //! before `call`, whose out-of-line path links the chunk and jumps back to the `call`, and the
-//! underflow test (`cmp esp, ebp; je .LlaN_unf`) after the stack cleanup. C code preserves `ebp`/`rbp`, so the chunk register survives every C call.
+//! underflow test (`cmp esp, ebp; je .LlaN_unf`) after the stack cleanup, whose out-of-line
+//! path is the same inline underflow. C code preserves `ebp`/`rbp`, so the chunk register survives every C call.
 //!
 //! # Stack of a lookahead program (i686; x86-64 the same with 8-byte words)
 //!
@@ -110,8 +120,6 @@ pub const ABI_LOOKAHEAD: u32 = 3;
 /// The runtime's overflow handler (`crates/stackrt/src/arch/*`): called by a checkpoint's
 /// out-of-line stub with the reserve and the pushed argument bytes.
 pub const OVERFLOW_HANDLER: &str = "stackrt_lookahead_overflow";
-/// The runtime's underflow handler: called when a call returns to its chunk's header.
-pub const UNDERFLOW_HANDLER: &str = "stackrt_lookahead_underflow";
 
 /// The chunk register's hardware encoding: `ebp`/`rbp` on both targets.
 pub const CHUNK_REGISTER: u8 = regs::RBP;
@@ -225,9 +233,37 @@ fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
     overflow_stub(t, label, reserve, args, out);
     let _ = writeln!(out, "\tcall {}", c.callee);
     add_sp(t, args, out);
-    let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
+    unlink_chunk(t, out);
     let _ = writeln!(out, "\tjmp .Lla{label}_back");
     out.push_str("\t.subsection 0\n");
+}
+
+/// The underflow, inline: the call made on the chunk returned (SP = chunk register), so SP
+/// goes back to the caller's (`prev_sp`) and the chunk register to the previous chunk; word 0
+/// marks the chunk unlinked, and the runtime does the bookkeeping on its next entry for the
+/// thread (`stackrt::chunk::UNLINKED`). No call: a call here, while a deep recursion
+/// unwinds, would cost its remaining returns their prediction (see the module docs).
+fn unlink_chunk(t: Target, out: &mut String) {
+    let r = regs_of(t);
+    let layout = ChunkHeaderLayout::for_pointer_size(t.slot());
+    let _ = writeln!(
+        out,
+        "\tmov {}, {} ptr [{} + {}]\t# underflow: the caller's SP",
+        r.sp, r.word, r.chunk, layout.prev_sp
+    );
+    let _ = writeln!(
+        out,
+        "\tmov {} ptr [{} + {}], {}\t# chunk unlinked",
+        r.word,
+        r.chunk,
+        layout.thread_stack,
+        callgraph::UNLINKED_MARK
+    );
+    let _ = writeln!(
+        out,
+        "\tmov {}, {} ptr [{} + {}]\t# previous chunk",
+        r.chunk, r.word, r.chunk, layout.prev_header
+    );
 }
 
 /// The end of a checkpoint's common path (`.Lla{label}_back`) and the start of its out-of-line
@@ -243,7 +279,7 @@ fn overflow_stub(t: Target, label: u32, reserve: u32, args: u32, out: &mut Strin
 }
 
 /// The underflow test after a checkpoint's call to a C function (the arguments already
-/// removed), and the two out-of-line stubs calling the runtime's handlers.
+/// removed), and the two out-of-line stubs: overflow, and the inline underflow.
 pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
     let r = regs_of(t);
     let _ = writeln!(out, "\tcmp {}, {}", r.sp, r.chunk);
@@ -251,7 +287,7 @@ pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &m
     overflow_stub(t, label, reserve, args, out);
     let _ = writeln!(out, "\tjmp .Lla{label}_go");
     let _ = writeln!(out, ".Lla{label}_unf:");
-    let _ = writeln!(out, "\tcall {UNDERFLOW_HANDLER}");
+    unlink_chunk(t, out);
     let _ = writeln!(out, "\tjmp .Lla{label}_back");
     out.push_str("\t.subsection 0\n");
 }
