@@ -437,10 +437,11 @@ proptest! {
     }
 }
 
-/// The hot split: overflow/underflow pairs at one boundary reuse one cached chunk and map
-/// nothing after the first.
-#[test]
-fn hot_split_maps_once() {
+/// Runs 10 000 overflows at one boundary of a fresh thread, each followed by `unlink` (given
+/// the chain, the runtime and the new chunk); returns the runtime and the chain, still entered.
+fn hot_split(
+    unlink: impl Fn(&ThreadChain, &Runtime, *mut ChunkHeader, *mut ChunkHeader),
+) -> (Runtime, ThreadChain) {
     let page = stackrt::chunk::header::page_size();
     let geometry = ChunkGeometry::new(8 * page, 0).unwrap();
     let rt = Runtime::new(RuntimeConfig::new(geometry, 1 << 20, 1000));
@@ -451,12 +452,23 @@ fn hot_split_maps_once() {
     for _ in 0..10_000 {
         let h = chain.overflow(&rt, first.as_ptr(), sp, 1000).unwrap();
         seen.insert(h.as_ptr() as usize);
-        assert_eq!(chain.underflow(&rt, h.as_ptr()).unwrap(), first);
+        unlink(&chain, &rt, h.as_ptr(), first.as_ptr());
     }
     let st = rt.stats().snapshot();
     assert_eq!(seen.len(), 1);
     assert_eq!(st.chunks_mapped, 2);
     assert_eq!(st.chunks_reused, 9_999);
+    (rt, chain)
+}
+
+/// The hot split: overflow/underflow pairs at one boundary reuse one cached chunk and map
+/// nothing after the first.
+#[test]
+fn hot_split_maps_once() {
+    let (rt, chain) = hot_split(|chain, rt, h, first| {
+        assert_eq!(chain.underflow(rt, h).unwrap().as_ptr(), first);
+    });
+    let st = rt.stats().snapshot();
     assert_eq!((st.overflows, st.underflows), (10_000, 10_000));
     chain.exit(&rt).unwrap();
 }
@@ -465,23 +477,11 @@ fn hot_split_maps_once() {
 /// the next overflow does its bookkeeping. Same chunks, same statistics as with the handler.
 #[test]
 fn hot_split_unlinked_by_code_maps_once() {
-    let page = stackrt::chunk::header::page_size();
-    let geometry = ChunkGeometry::new(8 * page, 0).unwrap();
-    let rt = Runtime::new(RuntimeConfig::new(geometry, 1 << 20, 1000));
-    let chain = ThreadChain::new();
-    let first = chain.enter(&rt, 0x1000).unwrap();
-    let sp = first.as_ptr() as usize - 100;
-    let mut seen = HashSet::new();
-    for _ in 0..10_000 {
-        let h = chain.overflow(&rt, first.as_ptr(), sp, 1000).unwrap();
-        seen.insert(h.as_ptr() as usize);
+    let (rt, chain) = hot_split(|_, _, h, _| {
         // SAFETY: h is the newest chunk of the chain, mapped.
-        unsafe { (*h.as_ptr()).thread_stack = UNLINKED };
-    }
+        unsafe { (*h).thread_stack = UNLINKED };
+    });
     let st = rt.stats().snapshot();
-    assert_eq!(seen.len(), 1);
-    assert_eq!(st.chunks_mapped, 2);
-    assert_eq!(st.chunks_reused, 9_999);
     // The last unlinking is still pending; the exit does it.
     assert_eq!((st.overflows, st.underflows), (10_000, 9_999));
     assert_eq!(chain.depth(), 2);
