@@ -425,8 +425,8 @@ impl ThreadChain {
 
     /// Links a new chunk after `cur` (the chunk the code runs on: the newest one, or the one
     /// below the chunks compiled code unlinked by itself) for a checkpoint at `caller_sp` that
-    /// needs `reserve` bytes. Returns the new header; the caller continues
-    /// with chunk register = SP = that header.
+    /// needs `reserve` bytes. Returns the new header; the caller continues with chunk register
+    /// = SP = that header.
     pub fn overflow(
         &self,
         rt: &Runtime,
@@ -473,8 +473,9 @@ impl ThreadChain {
     }
 
     /// Unlinks the chunk `cur` the code runs on (as in [`ThreadChain::overflow`]) after its
-    /// first frame returned. Returns the previous chunk's header. The caller must have read `cur`'s `prev_sp` (and `prev_header`) before:
-    /// the chunk may be reused or unmapped by the time this returns.
+    /// first frame returned. Returns the previous chunk's header. The caller must have read
+    /// `cur`'s `prev_sp` (and `prev_header`) before: the chunk may be reused or unmapped by the
+    /// time this returns.
     pub fn underflow(
         &self,
         rt: &Runtime,
@@ -557,8 +558,9 @@ impl ThreadChain {
     }
 
     /// Leaves chunked code: after the bookkeeping of chunks compiled code unlinked, the private
-    /// cache (in pop order), then the chain (newest first) go to the shared pool, or are unmapped above its high-water mark. The caller must not be
-    /// running on any of the chain's chunks.
+    /// cache (in pop order), then the chain (newest first) go to the shared pool, or are
+    /// unmapped above its high-water mark. The caller must not be running on any of the
+    /// chain's chunks.
     pub fn exit(&self, rt: &Runtime) -> Result<(), ChunkError> {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
