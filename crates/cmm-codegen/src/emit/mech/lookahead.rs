@@ -80,7 +80,8 @@
 //! for varargs, the result's conversion), so they keep the thesis's shape: the same test right
 //! before `call`, whose out-of-line path links the chunk and jumps back to the `call`, and the
 //! underflow test (`cmp esp, ebp; je .LlaN_unf`) after the stack cleanup, whose out-of-line
-//! path is the same inline underflow. C code preserves `ebp`/`rbp`, so the chunk register survives every C call.
+//! path is the same inline underflow. C code preserves `ebp`/`rbp`, so the chunk register
+//! survives every C call.
 //!
 //! # Stack of a lookahead program (i686; x86-64 the same with 8-byte words)
 //!
