@@ -45,13 +45,13 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 /// Stack limit (KiB) the programs run under: gcc's and the traditional mechanisms' deepest
 /// programs need more than the usual 8 MiB (the generator's budget is `gen::STACK_BUDGET`).
 const STACK_KIB: u64 = 512 * 1024;
-/// Chunk sizes tried, smallest first, to find the smallest one `cmm` accepts.
+/// Chunk sizes tried, smallest first, to find the smallest one `cmm` accepts: today 4096, the
+/// smallest `--chunk-size` that passes validation (any program compiles at any valid size: a
+/// reserve over a chunk's capacity gets a larger chunk at run time). The smaller sizes keep
+/// the probe following the compiler should it ever accept smaller chunks.
 const CHUNK_CANDIDATES: &[u32] = &[
     1, 256, 1024, 2048, 4096, 8192, 12288, 16384, 20480, 24576, 32768,
 ];
-
-/// Largest chunk size a tiny-chunk configuration moves up to for a program with large frames.
-const MAX_TINY_CHUNK: u32 = 64 * 1024;
 
 /// How a configuration sets the chunk size of chunked mechanisms.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,7 +345,8 @@ fn plan(work: &Path) -> Plan {
     let src = dir.join("trivial.cm");
     fs::write(&src, "int main() {\n    return 0;\n}\n").unwrap();
     // Chunk sizes are probed with a program that calls `printf` with a double, as the random
-    // programs do: the compiler may reserve room in the chunk for extern calls.
+    // programs do: at the smallest sizes the call's reserve (the extern budget) is over a
+    // chunk's capacity, which the compiler must accept.
     let printf_src = dir.join("printf.cm");
     fs::write(
         &printf_src,
@@ -414,7 +415,7 @@ fn plan(work: &Path) -> Plan {
         } else if REQUIRED.contains(&name.as_str()) {
             let (probe, size) = match c.chunk {
                 Chunk::Default => (&src, None),
-                Chunk::Tiny => (&printf_src, Some(tiny_chunk.unwrap_or(MAX_TINY_CHUNK))),
+                Chunk::Tiny => (&printf_src, tiny_chunk.or(CHUNK_CANDIDATES.last().copied())),
             };
             let detail = cmm_compile(probe, c, size, &exe, &dir, "probe")
                 .map(|r| format!("{}: {}", r.status, r.stderr.trim()))
@@ -494,35 +495,6 @@ fn header(seed: u64, n: u64, r: &gen::Rendered) -> String {
     )
 }
 
-/// Compiles `src` in `config`. A tiny-chunk configuration starts at the smallest chunk size
-/// the compiler accepts for a `printf` call and, while the compiler answers that the program
-/// needs a larger `--chunk-size` (a frame plus its extern-call reserve must fit in one chunk),
-/// moves up by pages, up to [`MAX_TINY_CHUNK`]: the smallest size accepted for this program.
-fn compile_with_tiny_chunk(
-    src: &Path,
-    config: &Config,
-    tiny: Option<u32>,
-    exe: &Path,
-    dir: &Path,
-) -> (Result<RunResult, String>, Option<u32>) {
-    let tag = format!("{}-build", config.name());
-    let mut size = tiny;
-    loop {
-        let r = cmm_compile(src, config, size, exe, dir, &tag);
-        match (&r, size) {
-            (Ok(out), Some(s))
-                if config.chunk == Chunk::Tiny
-                    && out.status != "exit 0"
-                    && out.stderr.contains("--chunk-size")
-                    && s < MAX_TINY_CHUNK =>
-            {
-                size = Some((s / 4096 + 1) * 4096);
-            }
-            _ => return (r, size),
-        }
-    }
-}
-
 /// Compiles and runs `source` with the oracle and in `configs`. `full` also checks that gcc's
 /// `-m32` and `-m64` builds agree (shrinking skips that and the oracles it does not need).
 fn check_source(source: &str, configs: &[Config], plan: &Plan, dir: &Path, full: bool) -> Verdict {
@@ -577,8 +549,15 @@ fn check_source(source: &str, configs: &[Config], plan: &Plan, dir: &Path, full:
         };
         let name = c.name();
         let exe = dir.join(format!("cmm-{name}"));
-        let (built, chunk) = compile_with_tiny_chunk(&src, c, plan.tiny_chunk, &exe, dir);
-        let name = match chunk {
+        let built = cmm_compile(
+            &src,
+            c,
+            plan.tiny_chunk,
+            &exe,
+            dir,
+            &format!("{name}-build"),
+        );
+        let name = match plan.tiny_chunk {
             Some(size) if c.chunk == Chunk::Tiny => format!("{name} (--chunk-size {size})"),
             _ => name,
         };

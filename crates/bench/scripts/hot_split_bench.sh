@@ -19,7 +19,11 @@
 #   base  = the same loop at depth 10 (no iteration crosses a boundary).
 # Cost per pair = (split - base) / pairs, from the minimum times and from the paired median
 # (interleave.py). System calls are counted with `strace -f -c` for the split run with PAIRS
-# and with PAIRS / 10 iterations: equal counts mean the loop makes none.
+# and with PAIRS / 10 iterations: equal counts mean the loop makes none. The same count is
+# taken for a warm deep recursion (crates/bench/programs/deep_repeat.cm, BENCH_DEEP_DEPTH
+# levels, default 1000000, repeated 10 and 100 times): every repetition after the first
+# overflows and underflows thousands of times; equal counts mean no system call per overflow
+# once the chunks are warm (they come from the thread's cache and the pool, never from mmap).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
@@ -28,6 +32,7 @@ runs="${2:-21}"
 targets="${BENCH_TARGETS:-x86_64 i686}"
 pairs="${BENCH_PAIRS:-5000000}"
 chunk="${BENCH_CHUNK:-32768}"
+deep_depth="${BENCH_DEEP_DEPTH:-1000000}"
 src="$root/tests/lookahead/hot_split.cm"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -38,7 +43,11 @@ overflows() { # EXE DEPTH N -> the run's overflow count
 }
 
 syscalls() { # EXE DEPTH N -> total system calls of the run (all threads)
-    strace -f -qq -c -o "$work/strace.txt" "$1" "$2" "$2" "$3" >/dev/null
+    count_syscalls "$1" "$2" "$2" "$3"
+}
+
+count_syscalls() { # EXE ARGS... -> total system calls of the run (all threads)
+    strace -f -qq -c -o "$work/strace.txt" "$@" >/dev/null
     # A 32-bit process gets one table per mode (its execve is a 64-bit call): add them up.
     # (columns: % time, seconds, usecs/call, calls, [errors,] "total").
     awk '$NF == "total" { n += $4 } END { print n }' "$work/strace.txt"
@@ -72,4 +81,15 @@ per_pair = statistics.median(x - y for x, y in zip(s, b)) / pairs * 1e9
 print(f"{target:<8} {depth:>6} {min(s)*1e3:12.1f} {min(b)*1e3:12.1f} {per_min:14.1f} "
       f"{per_pair:10.1f} {s_small + ', ' + s_large:>16}")
 PY
+done
+
+printf '\n%-8s %10s %22s %10s\n' target depth "syscalls 10, 100 reps" overflows
+for target in $targets; do
+    exe="$work/deep-$target"
+    "$cmm" compile --mech lookahead --chunk-size "$chunk" --target "$target" \
+        "$root/crates/bench/programs/deep_repeat.cm" -o "$exe"
+    s10=$(count_syscalls "$exe" "$deep_depth" 10)
+    s100=$(count_syscalls "$exe" "$deep_depth" 100)
+    ov=$(STACKRT_STATS=1 "$exe" "$deep_depth" 100 2>&1 >/dev/null | awk '/overflows/ { print $3 }')
+    printf '%-8s %10s %22s %10s\n' "$target" "$deep_depth" "$s10, $s100" "$ov"
 done

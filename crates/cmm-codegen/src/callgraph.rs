@@ -19,11 +19,17 @@
 //!   `reserve(s) = path(s)` bytes are left in the current chunk (the stackrt test is
 //!   `SP - reserve < limit + CHECK_SLACK`) and links a new chunk if not.
 //! * **Roots** are entered on a fresh chunk by a runtime trampoline: `main`, and thread entry
-//!   functions (whose address is taken); they need `entry bytes + LP(root) <= capacity`.
+//!   functions (whose address is taken); they need `entry bytes + LP(root)` bytes of that first
+//!   chunk (the emission stage writes this *stack need* before each function, see
+//!   `emit::mech::lookahead`).
 //!
 //! Placement guarantees: every cycle of the call graph (recursion, mutual recursion) contains
-//! a checkpoint; every checkpoint's reserve and every root's need fit in a chunk's
-//! [`chunk_capacity`]; so no path between two checkpoints needs more than a chunk can give.
+//! a checkpoint; every path between two checkpoints, or from a root's entry to its first
+//! checkpoints, is covered by the checkpoint's reserve (the root's stack need). Reserves and
+//! needs normally fit in a chunk's [`chunk_capacity`]; they exceed it only when one frame does
+//! (a large local array, or an extern call's arguments plus the budget): the runtime then links
+//! a chunk at least as big as the reserve (gives a root a first chunk at least as big as its
+//! need), so no frame is too large for any `--chunk-size`.
 //!
 //! # Algorithm
 //!
@@ -31,10 +37,16 @@
 //!    back edge — a call to a function still on the DFS stack, self-calls included — a
 //!    checkpoint ([`CheckpointReason::Cycle`]). Every cycle has a back edge, so the remaining
 //!    call graph is acyclic, and the DFS finishing order is a callee-before-caller order of it.
-//! 2. In that order, each function gets `LP`; when `LP(f)` exceeds its *bound*
-//!    (`capacity - largest arg bytes of any call to f`, or entry bytes for a root), the call
+//! 2. In that order, each function gets `LP`; when `LP(f)` exceeds its *bound*, the call
 //!    sites with the largest paths become checkpoints ([`CheckpointReason::Size`]) until it
-//!    fits. That is always possible unless `frame(f)` alone is over the bound.
+//!    fits. The bound is `max(capacity - max_in(f), frame(f))` (the subtraction saturating at
+//!    0), where `max_in(f)` is the largest arg bytes of any call to `f` (or the entry bytes for
+//!    a root): what a chunk can give `f` after the pushes of its caller, or `f`'s frame alone
+//!    when that is more. So `LP(f) <= bound(f)` always holds; a function whose frame alone is
+//!    over the bound gets every outgoing call with a nonzero path checkpointed and `LP(f) =
+//!    frame(f)`, and since its callers then see a path over the capacity, their calls to it
+//!    become checkpoints too, with a reserve over the capacity (as do extern calls whose
+//!    arguments plus budget exceed it).
 //! 3. Each checkpoint's reserve is its path, now that every `LP` is final.
 //!
 //! Input and output are plain data so the emission stage can build the input from its own
@@ -93,9 +105,10 @@ impl ChunkHeaderLayout {
 /// on x86-64).
 pub const UNLINKED_MARK: i32 = -1;
 
-/// Largest reserve a checkpoint may ask for: `chunk_size - header - CHECK_SLACK`
+/// Bytes a standard chunk gives a checkpoint's reserve: `chunk_size - header - CHECK_SLACK`
 /// (equals `stackrt::chunk::chunk_capacity` on the target). 32 KiB: 32720 on i686, 32688 on
-/// x86-64.
+/// x86-64. The analysis keeps every reserve within it unless a single frame is larger; a larger
+/// reserve makes the runtime link a chunk of at least that capacity.
 pub const fn chunk_capacity(chunk_size: u32, pointer_size: u32) -> u32 {
     chunk_size.saturating_sub(chunk_header_size(pointer_size) + CHECK_SLACK)
 }
@@ -181,7 +194,8 @@ pub struct CallGraphInput {
 pub struct CallGraphConfig {
     /// `--chunk-size` (for display; the analysis uses `capacity`).
     pub chunk_size: u32,
-    /// Bytes a checkpoint may reserve: [`chunk_capacity`].
+    /// Bytes a standard chunk gives a reserve ([`chunk_capacity`]): the analysis places
+    /// checkpoints so that paths fit in it, wherever a single frame allows.
     pub capacity: u32,
     /// Bytes reserved for a call to any `extern` function.
     pub extern_budget: u32,
@@ -261,96 +275,28 @@ impl CallGraphPlan {
     }
 }
 
-/// Why no placement exists.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallGraphError {
-    /// A function's frame plus the arguments of a call to it (or its entry bytes) exceed the
-    /// chunk capacity: no checkpoint placement can help.
-    FrameTooLarge {
-        function: String,
-        need: u32,
-        capacity: u32,
-    },
-    /// An extern call's arguments plus the extern budget exceed the chunk capacity.
-    ExternTooLarge {
-        caller: String,
-        callee: String,
-        need: u32,
-        capacity: u32,
-    },
-}
-
-impl fmt::Display for CallGraphError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CallGraphError::FrameTooLarge {
-                function,
-                need,
-                capacity,
-            } => write!(
-                f,
-                "function `{function}` needs {need} bytes of stack in one piece, more than a \
-                 stack chunk holds ({capacity} bytes); use a larger --chunk-size"
-            ),
-            CallGraphError::ExternTooLarge {
-                caller,
-                callee,
-                need,
-                capacity,
-            } => write!(
-                f,
-                "the call to extern `{callee}` in `{caller}` needs {need} bytes of stack, more \
-                 than a stack chunk holds ({capacity} bytes); use a larger --chunk-size"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for CallGraphError {}
-
 /// Places the checkpoints (see the module docs).
-pub fn analyze(
-    input: &CallGraphInput,
-    config: &CallGraphConfig,
-) -> Result<CallGraphPlan, CallGraphError> {
+///
+/// Never fails: a site whose path does not fit in a chunk becomes a checkpoint, and a reserve
+/// over [`CallGraphConfig::capacity`] is left to the runtime, which links a chunk big enough.
+pub fn analyze(input: &CallGraphInput, config: &CallGraphConfig) -> CallGraphPlan {
     let n = input.functions.len();
     let cap = config.capacity as u64;
     let budget = config.extern_budget as u64;
 
-    // Bound per function: capacity minus the largest bytes pushed by any way of entering it.
+    // The largest bytes pushed by any way of entering each function (see `bound` below).
     let mut max_in = vec![0u64; n];
     for f in &input.functions {
         for s in &f.calls {
-            match s.callee {
-                Callee::Function(g) => {
-                    let g = g as usize;
-                    max_in[g] = max_in[g].max(s.arg_bytes as u64);
-                }
-                Callee::Extern(e) => {
-                    let need = s.arg_bytes as u64 + budget;
-                    if need > cap {
-                        return Err(CallGraphError::ExternTooLarge {
-                            caller: f.name.clone(),
-                            callee: extern_name(input, e),
-                            need: need.min(u32::MAX as u64) as u32,
-                            capacity: config.capacity,
-                        });
-                    }
-                }
+            if let Callee::Function(g) = s.callee {
+                let g = g as usize;
+                max_in[g] = max_in[g].max(s.arg_bytes as u64);
             }
         }
     }
     for (i, f) in input.functions.iter().enumerate() {
         if let Some(entry) = f.root {
             max_in[i] = max_in[i].max(entry as u64);
-        }
-        let need = f.frame as u64 + max_in[i];
-        if need > cap {
-            return Err(CallGraphError::FrameTooLarge {
-                function: f.name.clone(),
-                need: need.min(u32::MAX as u64) as u32,
-                capacity: config.capacity,
-            });
         }
     }
 
@@ -367,7 +313,11 @@ pub fn analyze(
     let mut lp = vec![0u64; n];
     for &f in &order {
         let node = &input.functions[f];
-        let bound = cap - max_in[f];
+        let frame = node.frame as u64;
+        // What a chunk can give `f` below its caller's pushes; when `f`'s frame alone is more,
+        // the frame (its callers' checkpoints reserve it whole, in a chunk big enough), so
+        // that every call of `f` with a nonzero path becomes a checkpoint and LP(f) = frame.
+        let bound = cap.saturating_sub(max_in[f]).max(frame);
         let path_of = |s: &CallSite| -> u64 {
             s.arg_bytes as u64
                 + match s.callee {
@@ -384,7 +334,6 @@ pub fn analyze(
             .collect();
         // Largest first; ties by site index for a deterministic plan.
         open.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        let frame = node.frame as u64;
         let mut k = 0;
         while k < open.len() && frame + open[k].0 > bound {
             checkpoint[f][open[k].1] = Some(CheckpointReason::Size);
@@ -401,7 +350,7 @@ pub fn analyze(
         .map(|(f, node)| FunctionPlan {
             name: node.name.clone(),
             frame: node.frame,
-            longest_path: lp[f] as u32,
+            longest_path: saturate(lp[f]),
             root: node.root,
             sites: node
                 .calls
@@ -417,27 +366,25 @@ pub fn analyze(
                     SitePlan {
                         callee: s.callee,
                         arg_bytes: s.arg_bytes,
-                        path: path as u32,
+                        path: saturate(path),
                         checkpoint: cp,
-                        reserve: if cp.is_some() { path as u32 } else { 0 },
+                        reserve: if cp.is_some() { saturate(path) } else { 0 },
                     }
                 })
                 .collect(),
         })
         .collect();
-    Ok(CallGraphPlan {
+    CallGraphPlan {
         config: *config,
         functions,
         externs: input.externs.clone(),
-    })
+    }
 }
 
-fn extern_name(input: &CallGraphInput, e: u32) -> String {
-    input
-        .externs
-        .get(e as usize)
-        .cloned()
-        .unwrap_or_else(|| format!("extern#{e}"))
+/// A byte count of the plan: sums of `u32` frames can exceed `u32` only for absurd frames, which
+/// the emission stage rejects anyway (it cannot load such a reserve into a register).
+fn saturate(bytes: u64) -> u32 {
+    bytes.min(u32::MAX as u64) as u32
 }
 
 /// Iterative DFS over C-- call edges, roots first. Marks back edges as cycle checkpoints and

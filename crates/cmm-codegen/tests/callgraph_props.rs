@@ -1,20 +1,25 @@
-//! Checkpoint placement on random call graphs (random frames, edges with self-loops and
-//! cycles, extern calls, roots), checked against an independent reference: the non-checkpoint
-//! graph must be acyclic, every longest path is recomputed by brute force, every checkpoint's
-//! reserve must equal (so cover) the longest path to the next checkpoints and fit in a chunk,
-//! every root must fit a fresh chunk, and errors must only come when no placement can exist.
-//! Plus hand-computed examples and the `--emit callgraph` text.
+//! Checkpoint placement on random call graphs (random frames, some larger than a chunk, edges
+//! with self-loops and cycles, extern calls, roots), checked against an independent reference:
+//! the non-checkpoint graph must be acyclic, every longest path is recomputed by brute force,
+//! every checkpoint's reserve must equal (so cover) the longest path to the next checkpoints,
+//! every longest path must stay within its function's bound (what a chunk gives it, or its
+//! frame when that alone is more), and a site becomes a checkpoint for its size only when it
+//! has to. Plus hand-computed examples, frames and extern calls larger than a chunk, and the
+//! `--emit callgraph` text.
 
 use cmm_codegen::callgraph::{
-    analyze, chunk_capacity, validate_chunk_size, CallGraphConfig, CallGraphError, CallGraphInput,
-    CallSite, CheckpointReason, ChunkHeaderLayout, FunctionNode, UNLINKED_MARK,
+    analyze, chunk_capacity, validate_chunk_size, CallGraphConfig, CallGraphInput, CallSite,
+    CheckpointReason, ChunkHeaderLayout, FunctionNode, UNLINKED_MARK,
 };
 use cmm_front::typed::Callee;
 use proptest::prelude::*;
 
 fn graph_strategy() -> impl Strategy<Value = (CallGraphInput, CallGraphConfig)> {
     (1usize..10, 1usize..4).prop_flat_map(|(n, n_ext)| {
-        let site = (0..n + n_ext, 0u32..48).prop_map(move |(t, arg_bytes)| CallSite {
+        // Zero argument bytes and a zero extern budget give paths of 0 bytes, which need no
+        // checkpoint even in a function whose frame alone is over the capacity.
+        let arg_bytes = prop_oneof![1 => Just(0u32), 3 => 0u32..48];
+        let site = (0..n + n_ext, arg_bytes).prop_map(move |(t, arg_bytes)| CallSite {
             callee: if t < n {
                 Callee::Function(t as u32)
             } else {
@@ -31,7 +36,7 @@ fn graph_strategy() -> impl Strategy<Value = (CallGraphInput, CallGraphConfig)> 
         (
             prop::collection::vec(func, n),
             1000u32..16000,
-            prop_oneof![0u32..2000, 0u32..9000],
+            prop_oneof![Just(0u32), 0u32..2000, 0u32..9000],
         )
             .prop_map(move |(fs, capacity, extern_budget)| {
                 let input = CallGraphInput {
@@ -115,66 +120,58 @@ proptest! {
     #[test]
     fn placement_is_sound((input, cfg) in graph_strategy()) {
         let cap = cfg.capacity as u64;
-        let frame_infeasible = (0..input.functions.len())
-            .any(|f| input.functions[f].frame as u64 + max_incoming(&input, f) > cap);
-        let extern_infeasible = input.functions.iter().flat_map(|f| &f.calls).any(|s| {
-            matches!(s.callee, Callee::Extern(_))
-                && s.arg_bytes as u64 + cfg.extern_budget as u64 > cap
-        });
-        match analyze(&input, &cfg) {
-            Err(CallGraphError::FrameTooLarge { function, need, capacity }) => {
-                let f: usize = function[1..].parse().unwrap();
-                prop_assert_eq!(capacity, cfg.capacity);
-                prop_assert_eq!(need as u64, input.functions[f].frame as u64 + max_incoming(&input, f));
-                prop_assert!(need as u64 > cap);
-            }
-            Err(CallGraphError::ExternTooLarge { need, .. }) => {
-                prop_assert!(extern_infeasible);
-                prop_assert!(need as u64 > cap);
-            }
-            Ok(plan) => {
-                // Complete: whenever a placement can exist, one is found.
-                prop_assert!(!frame_infeasible && !extern_infeasible);
-                let is_cp = |f: usize, i: usize| plan.functions[f].sites[i].checkpoint.is_some();
-                // Every cycle crosses a checkpoint.
-                let lp = reference_lp(&input, &cfg, &is_cp);
-                prop_assert!(lp.is_some(), "a cycle without checkpoint");
-                let lp = lp.unwrap();
-                for (f, fp) in plan.functions.iter().enumerate() {
-                    prop_assert_eq!(fp.longest_path as u64, lp[f]);
-                    // Every path between checkpoints fits, however the function is entered.
-                    prop_assert!(lp[f] + max_incoming(&input, f) <= cap, "f{} does not fit", f);
-                    if let Some(entry) = fp.root {
-                        prop_assert!(entry as u64 + lp[f] <= cap);
-                    }
-                    for (i, s) in fp.sites.iter().enumerate() {
-                        let call = input.functions[f].calls[i];
-                        prop_assert_eq!(s.callee, call.callee);
-                        let need = match call.callee {
-                            Callee::Function(g) => lp[g as usize],
-                            Callee::Extern(_) => cfg.extern_budget as u64,
-                        };
-                        prop_assert_eq!(s.path as u64, call.arg_bytes as u64 + need);
-                        if s.checkpoint.is_some() {
-                            // The reserve covers the longest path to the next checkpoints
-                            // and a fresh chunk can give it.
-                            prop_assert_eq!(s.reserve, s.path);
-                            prop_assert!(s.reserve as u64 <= cap);
-                        } else {
-                            prop_assert_eq!(s.reserve, 0);
-                        }
-                        if call.callee == Callee::Function(f as u32) {
-                            prop_assert_eq!(s.checkpoint, Some(CheckpointReason::Cycle));
-                        }
-                    }
-                }
-                // The text output names every function.
-                let text = plan.to_string();
-                for f in &input.functions {
-                    let header = format!("{}: frame {}", f.name, f.frame);
-                    prop_assert!(text.contains(&header));
+        // Never an error: the result is a plan whatever the frames and the capacity.
+        let plan = analyze(&input, &cfg);
+        let is_cp = |f: usize, i: usize| plan.functions[f].sites[i].checkpoint.is_some();
+        // Every cycle crosses a checkpoint.
+        let lp = reference_lp(&input, &cfg, &is_cp);
+        prop_assert!(lp.is_some(), "a cycle without checkpoint");
+        let lp = lp.unwrap();
+        for (f, fp) in plan.functions.iter().enumerate() {
+            prop_assert_eq!(fp.longest_path as u64, lp[f]);
+            // Every path between checkpoints fits in what a chunk gives the function after
+            // the pushes that enter it, unless its frame alone is more: then it is its frame.
+            let frame = input.functions[f].frame as u64;
+            let bound = cap.saturating_sub(max_incoming(&input, f)).max(frame);
+            prop_assert!(lp[f] <= bound, "f{} LP {} over its bound {}", f, lp[f], bound);
+            if frame + max_incoming(&input, f) <= cap {
+                prop_assert!(lp[f] + max_incoming(&input, f) <= cap, "f{} does not fit", f);
+                if let Some(entry) = fp.root {
+                    prop_assert!(entry as u64 + lp[f] <= cap);
                 }
             }
+            for (i, s) in fp.sites.iter().enumerate() {
+                let call = input.functions[f].calls[i];
+                prop_assert_eq!(s.callee, call.callee);
+                let need = match call.callee {
+                    Callee::Function(g) => lp[g as usize],
+                    Callee::Extern(_) => cfg.extern_budget as u64,
+                };
+                prop_assert_eq!(s.path as u64, call.arg_bytes as u64 + need);
+                match s.checkpoint {
+                    // The reserve covers the longest path to the next checkpoints, even when
+                    // that is more than a chunk holds (the runtime links a larger chunk).
+                    Some(_) => prop_assert_eq!(s.reserve, s.path),
+                    None => {
+                        prop_assert_eq!(s.reserve, 0);
+                        // A path over the capacity cannot stay inside its caller's chunk.
+                        prop_assert!(s.path as u64 <= cap, "f{} site {} not a checkpoint", f, i);
+                    }
+                }
+                // Size checkpoints only where the path would break the bound.
+                if s.checkpoint == Some(CheckpointReason::Size) {
+                    prop_assert!(frame + s.path as u64 > bound, "f{} site {} needless", f, i);
+                }
+                if call.callee == Callee::Function(f as u32) {
+                    prop_assert_eq!(s.checkpoint, Some(CheckpointReason::Cycle));
+                }
+            }
+        }
+        // The text output names every function.
+        let text = plan.to_string();
+        for f in &input.functions {
+            let header = format!("{}: frame {}", f.name, f.frame);
+            prop_assert!(text.contains(&header));
         }
     }
 }
@@ -212,7 +209,7 @@ fn summation_by_hand() {
     let cfg = CallGraphConfig::new(32768, 4);
     assert_eq!(cfg.capacity, 32720);
     assert_eq!(cfg.extern_budget, 8192);
-    let plan = analyze(&input, &cfg).unwrap();
+    let plan = analyze(&input, &cfg);
     // summation: the self-call is the only checkpoint; LP = its frame; reserve = 4 + 24.
     assert_eq!(plan.longest_path(0), 24);
     let s = plan.site(0, 0);
@@ -259,7 +256,7 @@ fn chain_and_mutual_recursion_by_hand() {
         capacity: 4000,
         extern_budget: 0,
     };
-    let plan = analyze(&input, &cfg).unwrap();
+    let plan = analyze(&input, &cfg);
     // DFS a, b, c, d: d → c is the back edge. LP(d) = 900, LP(c) = 1200 + 8 + 900 = 2108,
     // LP(b) = 1500 + 8 + 2108 = 3616 (bound 4000 - 8 = 3992: fits),
     // LP(a) would be 1000 + 8 + 3616 = 4624 > 4000: a → b becomes a size checkpoint.
@@ -275,9 +272,15 @@ fn chain_and_mutual_recursion_by_hand() {
     );
 }
 
+/// Frames and extern calls larger than a chunk are no error: `huge` (frame 3990, entered with
+/// 16 bytes of arguments, in a capacity of 4000) checkpoints its call of `leaf`, `main`
+/// checkpoints its call of `huge` and of `printf` (1001 + 3000 bytes) with reserves over the
+/// capacity, and the root `thread`, whose frame alone is over the capacity, gets a longest path
+/// (so a stack need) over it.
 #[test]
-fn too_large_frame_and_extern_are_errors() {
+fn frames_and_externs_larger_than_a_chunk_become_checkpoints() {
     use Callee::{Extern, Function};
+    use CheckpointReason::Size;
     let cfg = CallGraphConfig {
         chunk_size: 8192,
         capacity: 4000,
@@ -285,34 +288,50 @@ fn too_large_frame_and_extern_are_errors() {
     };
     let input = CallGraphInput {
         functions: vec![
-            node("main", 100, &[(Function(1), 16)], Some(8)),
-            node("huge", 3990, &[], None),
+            node(
+                "main",
+                100,
+                &[(Function(1), 16), (Extern(0), 1001)],
+                Some(8),
+            ),
+            node("huge", 3990, &[(Function(2), 8)], None),
+            node("leaf", 40, &[], None),
+            node("thread", 4500, &[(Extern(0), 4)], Some(4)),
         ],
-        externs: vec![],
-    };
-    assert_eq!(
-        analyze(&input, &cfg),
-        Err(CallGraphError::FrameTooLarge {
-            function: "huge".into(),
-            need: 4006,
-            capacity: 4000
-        })
-    );
-    let input = CallGraphInput {
-        functions: vec![node("main", 100, &[(Extern(0), 1001)], Some(8))],
         externs: vec!["printf".into()],
     };
-    let e = analyze(&input, &cfg).unwrap_err();
+    let plan = analyze(&input, &cfg);
+    // leaf: bound 4000 - 8, LP 40. huge: bound max(4000 - 16, 3990) = 3990, and 3990 + 8 + 40
+    // is over it: the call of leaf is a checkpoint, LP(huge) = 3990.
+    assert_eq!(plan.longest_path(2), 40);
     assert_eq!(
-        e,
-        CallGraphError::ExternTooLarge {
-            caller: "main".into(),
-            callee: "printf".into(),
-            need: 4001,
-            capacity: 4000
-        }
+        (plan.site(1, 0).checkpoint, plan.site(1, 0).reserve),
+        (Some(Size), 48)
     );
-    assert!(e.to_string().contains("use a larger --chunk-size"));
+    assert_eq!(plan.longest_path(1), 3990);
+    // main: paths 16 + 3990 = 4006 and 1001 + 3000 = 4001, both over the capacity.
+    assert_eq!(
+        (plan.site(0, 0).checkpoint, plan.site(0, 0).reserve),
+        (Some(Size), 4006)
+    );
+    assert_eq!(
+        (plan.site(0, 1).checkpoint, plan.site(0, 1).reserve),
+        (Some(Size), 4001)
+    );
+    assert_eq!(plan.longest_path(0), 100);
+    // thread: bound max(4000 - 4, 4500) = 4500; the extern call (4 + 3000) is a checkpoint and
+    // the root's need, entry + LP = 4 + 4500, is over the capacity.
+    assert_eq!(
+        (plan.site(3, 0).checkpoint, plan.site(3, 0).reserve),
+        (Some(Size), 3004)
+    );
+    assert_eq!(plan.longest_path(3), 4500);
+    assert_eq!(plan.checkpoint_count(), 4);
+    let text = plan.to_string();
+    assert!(
+        text.contains("  call huge: args 16, path 4006, checkpoint (size), reserve 4006\n"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -85,7 +85,7 @@ fn sites_roots_and_checkpoints_from_source() {
     assert_eq!(input.functions[id("add") as usize].root, None);
     assert_eq!(input.functions[id("is_odd") as usize].root, None);
 
-    let plan = analyze(&input, &CallGraphConfig::new(32768, 4)).unwrap();
+    let plan = analyze(&input, &CallGraphConfig::new(32768, 4));
     // The only cycle is is_even <-> is_odd; the DFS from main enters is_even first, so the
     // back edge is is_odd -> is_even. Reserve: 4 + LP(is_even) = 4 + 32 + 4 + 32 = 72.
     let back = plan.site(id("is_odd"), 0);

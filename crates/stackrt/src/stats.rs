@@ -22,16 +22,35 @@ pub struct Stats {
     pub thread_enters: AtomicU64,
     /// Threads that left chunked code and gave their chunks back.
     pub thread_exits: AtomicU64,
-    /// Chunks obtained from the system with `mmap`.
-    pub chunks_mapped: AtomicU64,
-    /// Chunks given back to the system with `munmap`.
-    pub chunks_unmapped: AtomicU64,
-    /// Chunk acquisitions satisfied from a thread's cache or the shared pool (no system call).
+    /// Chunk acquisitions served by the thread's own cache (no lock, no system call).
     pub chunks_reused: AtomicU64,
+    /// Chunks taken from the shared pool (resident or released), a batch at a time.
+    pub chunks_from_pool: AtomicU64,
+    /// Chunks carved fresh from arenas (memory never used as stack before).
+    pub chunks_carved: AtomicU64,
+    /// Refills served by the pool, and gives of chunks to it: each one lock operation on the
+    /// pool (a give may push several batches at once).
+    pub pool_takes: AtomicU64,
+    pub pool_gives: AtomicU64,
+    /// Free chunks whose pages were given back to the system (`madvise`), and those bytes.
+    pub chunks_released: AtomicU64,
+    pub bytes_released: AtomicU64,
+    /// Arenas (and dedicated mappings of very large chunks) mapped, and the bytes mapped.
+    pub arenas_mapped: AtomicU64,
+    pub bytes_mapped: AtomicU64,
+    /// Largest chunk memory resident at once (held by threads plus resident in the pool; an
+    /// upper bound: a chunk counts whole once used).
+    pub peak_resident_bytes: AtomicU64,
+    /// Calls of compiled code whose reclaim budget ran out.
+    pub reclaims: AtomicU64,
     /// Chunks currently linked into some thread's chain.
     pub chunks_in_use: AtomicU64,
     /// Maximum of `chunks_in_use` over time.
     pub peak_chunks_in_use: AtomicU64,
+    /// Bytes of the chunks linked into chains (chunks of larger classes count their size), and
+    /// its maximum over time.
+    pub bytes_in_use: AtomicU64,
+    pub peak_bytes_in_use: AtomicU64,
     /// Largest stack depth of one thread in bytes, measured at overflows: the bytes used in the
     /// chunks below plus the reserve requested by the checkpoint.
     pub peak_stack_bytes: AtomicU64,
@@ -50,11 +69,21 @@ pub struct StatsSnapshot {
     pub underflows: u64,
     pub thread_enters: u64,
     pub thread_exits: u64,
-    pub chunks_mapped: u64,
-    pub chunks_unmapped: u64,
     pub chunks_reused: u64,
+    pub chunks_from_pool: u64,
+    pub chunks_carved: u64,
+    pub pool_takes: u64,
+    pub pool_gives: u64,
+    pub chunks_released: u64,
+    pub bytes_released: u64,
+    pub arenas_mapped: u64,
+    pub bytes_mapped: u64,
+    pub peak_resident_bytes: u64,
+    pub reclaims: u64,
     pub chunks_in_use: u64,
     pub peak_chunks_in_use: u64,
+    pub bytes_in_use: u64,
+    pub peak_bytes_in_use: u64,
     pub peak_stack_bytes: u64,
     pub wasted_bytes_total: u64,
     pub wasted_bytes_max: u64,
@@ -68,26 +97,39 @@ impl Stats {
             underflows: AtomicU64::new(0),
             thread_enters: AtomicU64::new(0),
             thread_exits: AtomicU64::new(0),
-            chunks_mapped: AtomicU64::new(0),
-            chunks_unmapped: AtomicU64::new(0),
             chunks_reused: AtomicU64::new(0),
+            chunks_from_pool: AtomicU64::new(0),
+            chunks_carved: AtomicU64::new(0),
+            pool_takes: AtomicU64::new(0),
+            pool_gives: AtomicU64::new(0),
+            chunks_released: AtomicU64::new(0),
+            bytes_released: AtomicU64::new(0),
+            arenas_mapped: AtomicU64::new(0),
+            bytes_mapped: AtomicU64::new(0),
+            peak_resident_bytes: AtomicU64::new(0),
+            reclaims: AtomicU64::new(0),
             chunks_in_use: AtomicU64::new(0),
             peak_chunks_in_use: AtomicU64::new(0),
+            bytes_in_use: AtomicU64::new(0),
+            peak_bytes_in_use: AtomicU64::new(0),
             peak_stack_bytes: AtomicU64::new(0),
             wasted_bytes_total: AtomicU64::new(0),
             wasted_bytes_max: AtomicU64::new(0),
         }
     }
 
-    /// One more chunk linked into a chain; updates the peak.
-    pub fn chunk_linked(&self) {
+    /// One more chunk (of `bytes`) linked into a chain; updates the peaks.
+    pub fn chunk_linked(&self, bytes: u64) {
         let now = self.chunks_in_use.fetch_add(1, Relaxed) + 1;
         self.peak_chunks_in_use.fetch_max(now, Relaxed);
+        let b = self.bytes_in_use.fetch_add(bytes, Relaxed) + bytes;
+        self.peak_bytes_in_use.fetch_max(b, Relaxed);
     }
 
-    /// `n` chunks unlinked from chains.
-    pub fn chunks_unlinked(&self, n: u64) {
+    /// `n` chunks of `bytes` in all unlinked from chains.
+    pub fn chunks_unlinked(&self, n: u64, bytes: u64) {
         self.chunks_in_use.fetch_sub(n, Relaxed);
+        self.bytes_in_use.fetch_sub(bytes, Relaxed);
     }
 
     /// Records the waste at the end of a chunk left by an overflow.
@@ -103,11 +145,21 @@ impl Stats {
             underflows: self.underflows.load(Relaxed),
             thread_enters: self.thread_enters.load(Relaxed),
             thread_exits: self.thread_exits.load(Relaxed),
-            chunks_mapped: self.chunks_mapped.load(Relaxed),
-            chunks_unmapped: self.chunks_unmapped.load(Relaxed),
             chunks_reused: self.chunks_reused.load(Relaxed),
+            chunks_from_pool: self.chunks_from_pool.load(Relaxed),
+            chunks_carved: self.chunks_carved.load(Relaxed),
+            pool_takes: self.pool_takes.load(Relaxed),
+            pool_gives: self.pool_gives.load(Relaxed),
+            chunks_released: self.chunks_released.load(Relaxed),
+            bytes_released: self.bytes_released.load(Relaxed),
+            arenas_mapped: self.arenas_mapped.load(Relaxed),
+            bytes_mapped: self.bytes_mapped.load(Relaxed),
+            peak_resident_bytes: self.peak_resident_bytes.load(Relaxed),
+            reclaims: self.reclaims.load(Relaxed),
             chunks_in_use: self.chunks_in_use.load(Relaxed),
             peak_chunks_in_use: self.peak_chunks_in_use.load(Relaxed),
+            bytes_in_use: self.bytes_in_use.load(Relaxed),
+            peak_bytes_in_use: self.peak_bytes_in_use.load(Relaxed),
             peak_stack_bytes: self.peak_stack_bytes.load(Relaxed),
             wasted_bytes_total: self.wasted_bytes_total.load(Relaxed),
             wasted_bytes_max: self.wasted_bytes_max.load(Relaxed),
@@ -130,18 +182,33 @@ impl StatsSnapshot {
         writeln!(out, "stackrt:   overflows             {}", s.overflows)?;
         writeln!(out, "stackrt:   underflows            {}", s.underflows)?;
         writeln!(out, "stackrt:   threads entered       {}", s.thread_enters)?;
-        writeln!(out, "stackrt:   chunks mapped         {}", s.chunks_mapped)?;
+        writeln!(out, "stackrt:   chunks from cache     {}", s.chunks_reused)?;
         writeln!(
             out,
-            "stackrt:   chunks unmapped       {}",
-            s.chunks_unmapped
+            "stackrt:   chunks from pool      {} in {} takes ({} gives)",
+            s.chunks_from_pool, s.pool_takes, s.pool_gives
         )?;
-        writeln!(out, "stackrt:   chunks reused         {}", s.chunks_reused)?;
+        writeln!(out, "stackrt:   chunks carved         {}", s.chunks_carved)?;
+        writeln!(
+            out,
+            "stackrt:   chunks released       {} ({} bytes)",
+            s.chunks_released, s.bytes_released
+        )?;
+        writeln!(
+            out,
+            "stackrt:   arenas mapped         {} ({} bytes)",
+            s.arenas_mapped, s.bytes_mapped
+        )?;
+        writeln!(
+            out,
+            "stackrt:   peak resident chunks  {} bytes",
+            s.peak_resident_bytes
+        )?;
+        writeln!(out, "stackrt:   reclaim calls         {}", s.reclaims)?;
         writeln!(
             out,
             "stackrt:   peak chunks in use    {} ({} bytes)",
-            s.peak_chunks_in_use,
-            s.peak_chunks_in_use.saturating_mul(chunk_size as u64)
+            s.peak_chunks_in_use, s.peak_bytes_in_use
         )?;
         writeln!(
             out,
@@ -157,7 +224,7 @@ impl StatsSnapshot {
 
     /// Prints the report on stderr with `write(2)`; no allocation, no lock.
     pub fn print(&self, chunk_size: usize) {
-        let mut buf = StackBuf::<1024>::new();
+        let mut buf = StackBuf::<2048>::new();
         // A report that does not fit is truncated by StackBuf, never an error worth reporting.
         let _ = self.write_report(&mut buf, chunk_size);
         buf.write_to_stderr();

@@ -198,10 +198,23 @@ pub fn print_function(
         lf.name, frame_size, arg_bytes, ra.num_spillslots
     );
     // The 4 bytes before the entry hold the bytes of arguments the function expects: the
-    // runtime's entry trampolines read them to push the right number of arguments.
+    // runtime's entry trampolines read them to push the right number of arguments. The 4
+    // before those hold the mechanism's stack-need word, if it has one (the runtime reads it
+    // to size a root's first chunk); padding otherwise, so the entry stays 16-byte aligned.
+    let _ = write!(
+        pr.out,
+        "\t.globl {0}\n\t.type {0}, @function\n\t.p2align 4\n",
+        lf.symbol
+    );
+    match mech.stack_need_word(&frame) {
+        None => pr.out.push_str("\t.skip 12\n"),
+        Some(need) => {
+            let _ = writeln!(pr.out, "\t.skip 8\n\t.long {need}\t# stack need at entry");
+        }
+    }
     let _ = writeln!(
         pr.out,
-        "\t.globl {0}\n\t.type {0}, @function\n\t.p2align 4\n\t.skip 12\n\t.long {1}\t# argument bytes\n{0}:",
+        "\t.long {1}\t# argument bytes\n{0}:",
         lf.symbol, arg_bytes
     );
     mech.prologue(&frame, &mut pr.out);

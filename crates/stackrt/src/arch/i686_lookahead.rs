@@ -3,7 +3,8 @@
 //! native stack (header word 0, like the thesis's `MOV ESP, [EBP]`) and call the chunk
 //! runtime's Rust entry points (`crate::chunk::global`, cdecl) with `esp` 16-byte aligned,
 //! instead of `malloc`. The underflow (listing 3.15) has no handler: the emitted code unlinks
-//! the chunk inline and marks it (`crate::chunk::UNLINKED`); the runtime gives it back later.
+//! the chunk inline and marks it (`crate::chunk::UNLINKED`); the runtime gives it back later,
+//! at the latest when the reclaim budget runs out and the code calls the reclaim handler.
 //!
 //! The chunk register is `ebp`, as in the thesis: the address of the current chunk's header
 //! (`ChunkHeader`, word `i` at `4 * i`: 0 thread stack, 1 previous SP, 2 previous header,
@@ -15,7 +16,8 @@ use core::arch::global_asm;
 // stackrt_enter_lookahead(fp, a0, a1, nargs) -> eax, cdecl.
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
-// chunk, then gives the thread's chunks back. Preserves ebp ebx esi edi.
+// chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
+// back. Preserves ebp ebx esi edi.
 //
 //   native stack                              first chunk
 //   | nargs a1 a0 fp    | X + 20 ..           +-----------------------+ H = ebp = header
@@ -24,8 +26,10 @@ use core::arch::global_asm;
 //   +-------------------+ X                   | return address        |
 //   | (alignment)       |                     | frame of fp ...       |
 //   | X                 | T + 12              v                       v
-//   | (unused)          | T + 0 .. T + 8
+//   | (unused)          | T + 4 .. T + 8
+//   | reclaim budget    | T + 0 (u32)
 //   +-------------------+ T = thread stack (16-byte aligned): header word 0
+//   | need, T           | cdecl arguments of stackrt_chunk_thread_enter (T - 16 ..)
 //   | handlers' save areas and Rust frames (below T, only while a handler runs)
 //
 // When `fp` returns, every chunk switch has been undone (each checkpoint unlinks its chunk),
@@ -47,6 +51,9 @@ global_asm!(
     "mov %esp, %eax",
     "sub $16, %esp",
     "mov %eax, (%esp)",
+    "mov 20(%ebx), %eax",
+    "mov -8(%eax), %eax",
+    "mov %eax, 4(%esp)",
     "call {enter}",
     "mov %eax, %ebp",
     "mov %eax, %esp",
@@ -103,6 +110,11 @@ global_asm!(
     ".type stackrt_lookahead_overflow, @function",
     ".p2align 4",
     "stackrt_lookahead_overflow:",
+    // The handler for checkpoints at C-- calls is the same routine on i686: it saves nothing
+    // that a C-- call would need kept (x86-64 has a lighter one).
+    ".globl stackrt_lookahead_overflow_cmm",
+    ".type stackrt_lookahead_overflow_cmm, @function",
+    "stackrt_lookahead_overflow_cmm:",
     "mov %esp, %eax",
     "mov (%ebp), %esp",
     "sub $32, %esp",
@@ -127,5 +139,58 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_reclaim: called by compiled code when the reclaim budget at [T] reached
+// zero at an inline unlink (see `crate::chunk`, "Reclaim budget").
+//
+// In:  ebp = the chunk the code runs on (header; word 0 = T), esp = the caller's SP in it.
+// Out: every register as on entry but ecx and the flags (eax, edx, xmm0-7 preserved); the
+//      budget at [T] refilled.
+//
+//   chunk (caller)                native stack (T = [ebp])
+//   | caller frame    |           +------------------+ T (budget word at T + 0)
+//   | ret into code   | <- esp    | xmm0..xmm7       | +32..+160
+//   |                 |           | old esp          | +24
+//   |                 |           | edx              | +20
+//   |                 |           | eax              | +16
+//   |                 |           | (pad) cur header | +0 <- esp at the call (T - 160)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_reclaim",
+    ".type stackrt_lookahead_reclaim, @function",
+    ".p2align 4",
+    "stackrt_lookahead_reclaim:",
+    "mov %esp, %ecx",
+    "mov (%ebp), %esp",
+    "sub $160, %esp",
+    "mov %eax, 16(%esp)",
+    "mov %edx, 20(%esp)",
+    "mov %ecx, 24(%esp)",
+    "movups %xmm0, 32(%esp)",
+    "movups %xmm1, 48(%esp)",
+    "movups %xmm2, 64(%esp)",
+    "movups %xmm3, 80(%esp)",
+    "movups %xmm4, 96(%esp)",
+    "movups %xmm5, 112(%esp)",
+    "movups %xmm6, 128(%esp)",
+    "movups %xmm7, 144(%esp)",
+    "mov %ebp, (%esp)",
+    "call {reclaim}",
+    "mov 16(%esp), %eax",
+    "mov 20(%esp), %edx",
+    "movups 32(%esp), %xmm0",
+    "movups 48(%esp), %xmm1",
+    "movups 64(%esp), %xmm2",
+    "movups 80(%esp), %xmm3",
+    "movups 96(%esp), %xmm4",
+    "movups 112(%esp), %xmm5",
+    "movups 128(%esp), %xmm6",
+    "movups 144(%esp), %xmm7",
+    "mov 24(%esp), %esp",
+    "ret",
+    ".size stackrt_lookahead_reclaim, .-stackrt_lookahead_reclaim",
+    reclaim = sym crate::chunk::stackrt_chunk_reclaim,
     options(att_syntax)
 );

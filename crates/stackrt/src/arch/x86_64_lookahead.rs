@@ -2,7 +2,8 @@
 //! (listing 3.13's role) and the overflow handler (listing 3.14). They switch to the thread's
 //! native stack (header word 0) and call the chunk runtime's Rust entry points
 //! (`crate::chunk::global`) with `rsp` 16-byte aligned. The underflow (listing 3.15) has no
-//! handler: the emitted code unlinks the chunk inline and marks it (`crate::chunk::UNLINKED`).
+//! handler: the emitted code unlinks the chunk inline and marks it (`crate::chunk::UNLINKED`),
+//! and calls the reclaim handler only once per reclaim budget of such unlinks.
 //!
 //! The chunk register is `rbp`: the address of the current chunk's header (`ChunkHeader`, word
 //! `i` at `8 * i`: 0 thread stack, 1 previous SP, 2 previous header, 3 limit). The emitted
@@ -14,7 +15,8 @@ use core::arch::global_asm;
 // stackrt_enter_lookahead(fp = rdi, a0 = rsi, a1 = rdx, nargs = rcx) -> rax, System V.
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
-// chunk, then gives the thread's chunks back. Preserves every System V callee-saved register.
+// chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
+// back. Preserves every System V callee-saved register.
 //
 //   native stack                              first chunk
 //   | return address (to Rust) |              +-----------------------+ H = rbp = header
@@ -22,7 +24,7 @@ use core::arch::global_asm;
 //   +--------------------------+ X            | a0 (if nargs >= 1)    |
 //   | (alignment)              |              | return address        |
 //   | X                        | T + 8        | frame of fp ...       |
-//   | (unused)                 | T + 0        v                       v
+//   | reclaim budget (u32)     | T + 0        v                       v
 //   +--------------------------+ T = thread stack (16-byte aligned): header word 0; the
 //   | handlers' save areas and Rust frames (below T, only while a handler runs)
 //
@@ -49,6 +51,7 @@ global_asm!(
     "sub $16, %rsp",
     "mov %rbx, 8(%rsp)",
     "mov %rsp, %rdi",
+    "mov -8(%r12), %esi",
     "call {enter}",
     "mov %rax, %rbp",
     "mov %rax, %rsp",
@@ -161,5 +164,137 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_overflow_cmm: the overflow handler for checkpoints at calls to C--
+// functions. Same contract as stackrt_lookahead_overflow, but a C-- call passes nothing in
+// registers and clobbers every register but rbx, r12-r15 (preserved by the Rust code too), so
+// nothing is saved: this is the hot split's path.
+//
+// In:  r11 = reserve R, r10 = A, rbp = current header, [rsp] = return address into the stub,
+//      [rsp + 8 .. rsp + 8 + A) = the pushed arguments.
+// Out: rbp = new header; rsp = new header - A - 8 with the arguments and the return address
+//      copied there. Clobbers rax rcx rdx rsi rdi r8-r11, xmm0-15, flags.
+//
+//   old chunk                       native stack (T = [rbp])         new chunk
+//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+//   | args (A bytes)   |            | packed A<<32 | R | +8         | args (copied)    |
+//   | ret into stub    | <- rsp     | old rsp          | +0 <- rsp  | ret into stub    |
+//   |                  |            +------------------+ (T - 16)   +------------------+ <- rsp
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_overflow_cmm",
+    ".type stackrt_lookahead_overflow_cmm, @function",
+    ".p2align 4",
+    "stackrt_lookahead_overflow_cmm:",
+    "shl $32, %r10",
+    "or %r10, %r11",
+    "mov %rsp, %r10",
+    "mov (%rbp), %rsp",
+    "sub $16, %rsp",
+    "mov %r10, 0(%rsp)",
+    "mov %r11, 8(%rsp)",
+    "mov %rbp, %rdi",
+    "mov %r11, %rsi",
+    "shr $32, %rsi",
+    "lea 8(%r10,%rsi), %rsi",
+    "mov %r11d, %edx",
+    "call {overflow}",
+    "mov %rax, %rbp",
+    "mov 0(%rsp), %r10",
+    "mov 8(%rsp), %rcx",
+    "shr $32, %rcx",
+    "lea -8(%rax), %r11",
+    "sub %rcx, %r11",
+    "add $8, %rcx",
+    ".Lla_copy64_cmm:",
+    "sub $8, %rcx",
+    "mov (%r10,%rcx), %rdx",
+    "mov %rdx, (%r11,%rcx)",
+    "jnz .Lla_copy64_cmm",
+    "mov %r11, %rsp",
+    "ret",
+    ".size stackrt_lookahead_overflow_cmm, .-stackrt_lookahead_overflow_cmm",
+    overflow = sym crate::chunk::stackrt_chunk_overflow,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_reclaim: called by compiled code when the reclaim budget at [T] reached
+// zero at an inline unlink (see `crate::chunk`, "Reclaim budget").
+//
+// In:  rbp = the chunk the code runs on (header; word 0 = T), rsp = the caller's SP in it.
+// Out: every register as on entry but r11 and the flags; the budget at [T] refilled.
+//
+//   chunk (caller)                native stack (T = [rbp])
+//   | caller frame    |           +------------------+ T (budget word at T + 0)
+//   | ret into code   | <- rsp    | xmm0..xmm15      | +80..+336
+//   |                 |           | old rsp          | +64
+//   |                 |           | rax rcx rdx rsi  |
+//   |                 |           | rdi r8 r9 r10    | +0 <- rsp at the call (T - 336)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_reclaim",
+    ".type stackrt_lookahead_reclaim, @function",
+    ".p2align 4",
+    "stackrt_lookahead_reclaim:",
+    "mov %rsp, %r11",
+    "mov (%rbp), %rsp",
+    "sub $336, %rsp",
+    "mov %rax, 0(%rsp)",
+    "mov %rcx, 8(%rsp)",
+    "mov %rdx, 16(%rsp)",
+    "mov %rsi, 24(%rsp)",
+    "mov %rdi, 32(%rsp)",
+    "mov %r8, 40(%rsp)",
+    "mov %r9, 48(%rsp)",
+    "mov %r10, 56(%rsp)",
+    "mov %r11, 64(%rsp)",
+    "movups %xmm0, 80(%rsp)",
+    "movups %xmm1, 96(%rsp)",
+    "movups %xmm2, 112(%rsp)",
+    "movups %xmm3, 128(%rsp)",
+    "movups %xmm4, 144(%rsp)",
+    "movups %xmm5, 160(%rsp)",
+    "movups %xmm6, 176(%rsp)",
+    "movups %xmm7, 192(%rsp)",
+    "movups %xmm8, 208(%rsp)",
+    "movups %xmm9, 224(%rsp)",
+    "movups %xmm10, 240(%rsp)",
+    "movups %xmm11, 256(%rsp)",
+    "movups %xmm12, 272(%rsp)",
+    "movups %xmm13, 288(%rsp)",
+    "movups %xmm14, 304(%rsp)",
+    "movups %xmm15, 320(%rsp)",
+    "mov %rbp, %rdi",
+    "call {reclaim}",
+    "mov 0(%rsp), %rax",
+    "mov 8(%rsp), %rcx",
+    "mov 16(%rsp), %rdx",
+    "mov 24(%rsp), %rsi",
+    "mov 32(%rsp), %rdi",
+    "mov 40(%rsp), %r8",
+    "mov 48(%rsp), %r9",
+    "mov 56(%rsp), %r10",
+    "movups 80(%rsp), %xmm0",
+    "movups 96(%rsp), %xmm1",
+    "movups 112(%rsp), %xmm2",
+    "movups 128(%rsp), %xmm3",
+    "movups 144(%rsp), %xmm4",
+    "movups 160(%rsp), %xmm5",
+    "movups 176(%rsp), %xmm6",
+    "movups 192(%rsp), %xmm7",
+    "movups 208(%rsp), %xmm8",
+    "movups 224(%rsp), %xmm9",
+    "movups 240(%rsp), %xmm10",
+    "movups 256(%rsp), %xmm11",
+    "movups 272(%rsp), %xmm12",
+    "movups 288(%rsp), %xmm13",
+    "movups 304(%rsp), %xmm14",
+    "movups 320(%rsp), %xmm15",
+    "mov 64(%rsp), %rsp",
+    "ret",
+    ".size stackrt_lookahead_reclaim, .-stackrt_lookahead_reclaim",
+    reclaim = sym crate::chunk::stackrt_chunk_reclaim,
     options(att_syntax)
 );

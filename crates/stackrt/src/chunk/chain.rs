@@ -1,18 +1,53 @@
 //! The chunk runtime proper, independent of any global state: a [`Runtime`] (geometry, limits,
-//! the shared pool, statistics) and a [`ThreadChain`] per thread (its chain of chunks and its
-//! private cache). The process-wide instances and the `extern "C"` entry points are in
-//! [`super::global`]; tests build their own instances and simulate many threads in one.
+//! the arenas, the shared pool, the release policy, statistics) and a [`ThreadChain`] per
+//! thread (its chain of chunks and its private caches). The process-wide instances and the
+//! `extern "C"` entry points are in [`super::global`]; tests build their own instances and
+//! simulate many threads in one.
 //!
-//! Where a chunk comes from, in order: the thread's cache (LIFO, at most `cache_max`), the
-//! shared pool (LIFO), a fresh `mmap`. Where a released chunk goes: on underflow the thread's
-//! cache if it has room, else the pool if it holds fewer than `pool_high_water` chunks, else
-//! `munmap`. So a call and return oscillating across a chunk boundary (the "hot split") reuses
-//! the same cached chunk with no system call and no lock.
+//! # Size classes
+//! A chunk of class `k` is `chunk_size << k` bytes (header included, guard excluded). A
+//! checkpoint whose reserve does not fit a standard chunk (class 0) gets the smallest class
+//! that holds it, so frames of any size run; every class has its own caches and pool lists.
+//!
+//! # Where a chunk comes from and where it goes
+//! * **Acquire** (an overflow or a thread's first chunk): the thread's cache of that class
+//!   (LIFO, no lock, no system call), else one batch from the shared pool (one lock operation
+//!   for up to [`RuntimeConfig::max_batch`] chunks: resident chunks first, then chunks whose
+//!   pages were given back), else a batch carved from an arena ([`super::arena`]; a new arena
+//!   is mapped only when the current one is used up).
+//! * **Release** (the bookkeeping of an unlinked chunk): into the thread's cache. A cache over
+//!   its capacity keeps the newest half and gives the rest to the pool as batches, in one lock
+//!   operation. A thread's exit gives its caches and chain to the pool the same way.
+//! * **Adaptive caches**: a class-0 cache starts at [`RuntimeConfig::cache_min`] chunks and is
+//!   resized at each refill from the pool, between `cache_min` and
+//!   [`RuntimeConfig::cache_max`]: to the number of chunks the thread gave back since its
+//!   previous refill (rounded up to a power of two: the depth of its last excursion, which it
+//!   is likely to repeat), or, when it refills twice in a row (going deeper), to twice its
+//!   size. A refill takes half a cache; a cache over its capacity gives all but half of it
+//!   back. A hot split never leaves the cache; a deep recursion, down and up again, moves its
+//!   chunks in batches of half the largest cache.
+//! * **Giving memory back**: all chunk memory not in the pool is *held* (in chains and caches).
+//!   The pool's resident chunks are only kept while `held + resident pool` is at most the
+//!   recent peak of `held` plus `pool_floor`, where the recent peak is the largest `held` seen
+//!   in the current and the previous window of [`RuntimeConfig::trim_window_ms`] (windows
+//!   advance at pool operations). Beyond that, pool chunks are given back in bulk with
+//!   `madvise(MADV_DONTNEED)` (their address range stays carved, and reusing them costs page
+//!   faults, no system call). So resident chunk memory follows the program's recent peak: a
+//!   program that keeps recursing as deep keeps its memory, one that stopped gives it back
+//!   within two windows of its next pool operation. Arenas are never unmapped.
 //!
 //! Compiled code may unlink a chunk by itself (header word 0 = [`UNLINKED`]); such chunks stay
-//! at the top of the chain until the thread's next overflow, underflow or exit, which first
-//! unlinks them as [`ThreadChain::underflow`] would have, newest first. So the order of every
-//! list and every statistic is the same as with an underflow handler called on the spot.
+//! at the top of the chain until the thread's next overflow, reclaim call or exit, which first
+//! unlinks them as an underflow handler would have, newest first, into the thread's caches;
+//! a cache over its capacity is then trimmed once for all of them (so the pool may see one
+//! larger batch where handlers called on the spot would have given several). The hot split
+//! (the only marked chunk is a standard one right above the running chunk, and the overflow
+//! wants a standard chunk) relinks that chunk at once: what unlinking it into the LIFO cache
+//! and taking it back would have done. The *reclaim budget* bounds how long marked chunks
+//! wait: the runtime stores [`RuntimeConfig::reclaim_budget`] in the 32-bit word at the
+//! thread stack address (header word 0) whenever it runs for the thread, compiled code
+//! decrements it at each inline unlink, and calls the runtime's reclaim handler when it
+//! reaches zero.
 //!
 //! A [`ThreadChain`] has only `Cell`s of plain data and raw pointers, no destructor and a
 //! `const` constructor, so a `const`-initialised thread-local of it compiles to a direct TLS
@@ -23,50 +58,129 @@
 use core::cell::Cell;
 use core::fmt;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-use super::header::{ChunkGeometry, ChunkHeader, HEADER_SIZE, UNLINKED};
-use super::mapping::{ChunkMapping, MapError};
-use super::pool::{FreeList, SpinLock};
+use super::arena::{release_pages, Arenas, MapError, DEFAULT_ARENA_SIZE};
+use super::header::{chunk_capacity, page_size, ChunkGeometry, ChunkHeader, HEADER_SIZE, UNLINKED};
+use super::pool::{BatchStack, FreeList, SpinLock};
 use crate::stats::Stats;
 
-/// Per-thread cache size: chunks a thread keeps for itself after underflows. One is enough
-/// for the hot split; a few more absorb short recursive bursts without touching the pool.
-pub const DEFAULT_CACHE_MAX: usize = 4;
+/// Size classes: class `k` holds chunks of `chunk_size << k` bytes.
+pub const NUM_CLASSES: usize = 20;
 
-/// Bytes of free chunks the shared pool keeps before giving memory back to the system.
-pub const DEFAULT_POOL_HIGH_WATER_BYTES: usize = 16 * 1024 * 1024;
+/// Smallest class-0 cache capacity (chunks). One is enough for the hot split; a few absorb
+/// short recursive bursts without touching the pool.
+pub const DEFAULT_CACHE_MIN: usize = 4;
+
+/// Cache capacity of the classes above 0 (large frames are rare; one cached chunk keeps a
+/// call of a large-frame function in a loop off the pool).
+pub const LARGE_CLASS_CACHE: usize = 2;
+
+/// Bytes of chunks a class-0 cache may hold at most, and a batch at most (512 KiB: 16 chunks
+/// of 32 KiB). Small, because it is per thread: with hundreds of threads deep at once, what
+/// caches hold adds up; 16 chunks per lock operation already make the pool's lock cold.
+pub const DEFAULT_CACHE_MAX_BYTES: usize = 512 << 10;
+
+/// Bytes of resident free chunks the pool keeps whatever the recent peak.
+pub const DEFAULT_POOL_FLOOR_BYTES: usize = 4 << 20;
+
+/// Length of a window of the release policy.
+pub const DEFAULT_TRIM_WINDOW_MS: u64 = 1000;
+
+/// Unlinks by compiled code between two runtime calls, in bytes of standard chunks (512 KiB,
+/// i.e. 16 chunks of 32 KiB): what a thread may hold in unlinked chunks at most. One call per
+/// 16 chunks of a deep unwind (thousands of returns) costs nothing measurable.
+pub const DEFAULT_RECLAIM_BYTES: usize = 512 << 10;
 
 /// Settings of one runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct RuntimeConfig {
     pub geometry: ChunkGeometry,
-    /// Per-thread limit on the bytes of chunks in a thread's chain (`chunk_size` each).
+    /// Per-thread limit on the bytes of chunks in a thread's chain.
     pub stack_limit: usize,
-    /// Chunks a thread keeps in its private cache.
+    /// Limit on the bytes of chunk memory carved by all threads together.
+    pub memory_limit: usize,
+    /// Bytes of one arena.
+    pub arena_size: usize,
+    /// Smallest and largest class-0 cache capacity, chunks.
+    pub cache_min: usize,
     pub cache_max: usize,
-    /// Chunks the shared pool keeps; more are unmapped.
-    pub pool_high_water: usize,
-    /// Kernel mappings the chunks may use in total (below `vm.max_map_count`).
+    /// Most chunks one batch moves between a thread and the pool.
+    pub max_batch: usize,
+    /// Resident free chunk bytes the pool keeps whatever the recent peak.
+    pub pool_floor: usize,
+    /// Window of the release policy, in the units of `clock`.
+    pub trim_window_ms: u64,
+    /// Milliseconds of a monotonic clock (the policy's windows).
+    pub clock: fn() -> u64,
+    /// Value stored in the 32-bit reclaim budget word at the thread stack address whenever
+    /// the runtime runs for a thread; 0: the runtime never writes it (test runtimes whose
+    /// thread stacks are not real).
+    pub reclaim_budget: u32,
+    /// Kernel mappings the runtime's arenas and guard pages may use (below `vm.max_map_count`).
     pub max_mappings: usize,
-    /// Whether the hot-path statistics are counted (`STACKRT_STATS=1`). `chunks_mapped` and
-    /// `chunks_unmapped` are always counted (they are on the slow path anyway).
+    /// Whether the hot-path statistics are counted (`STACKRT_STATS=1`). Slow-path counters
+    /// (carving, batches, arenas, releases) are always counted.
     pub count_stats: bool,
 }
 
 impl RuntimeConfig {
-    /// The defaults for `geometry`: cache of [`DEFAULT_CACHE_MAX`], pool high-water mark of
-    /// [`DEFAULT_POOL_HIGH_WATER_BYTES`] (at least 16 chunks), statistics on.
+    /// The defaults for `geometry` and the limits: caches of 4 up to 512 KiB of chunks, batches
+    /// of at most that, a 4 MiB pool floor, 1 s windows, statistics on, no reclaim budget word.
     pub fn new(geometry: ChunkGeometry, stack_limit: usize, max_mappings: usize) -> Self {
+        let cache_max = (DEFAULT_CACHE_MAX_BYTES / geometry.chunk_size).max(DEFAULT_CACHE_MIN);
         RuntimeConfig {
             geometry,
             stack_limit,
-            cache_max: DEFAULT_CACHE_MAX,
-            pool_high_water: (DEFAULT_POOL_HIGH_WATER_BYTES / geometry.chunk_size).max(16),
+            memory_limit: usize::MAX,
+            arena_size: DEFAULT_ARENA_SIZE.max(4 * (geometry.chunk_size + geometry.guard_size)),
+            cache_min: DEFAULT_CACHE_MIN,
+            cache_max,
+            max_batch: cache_max,
+            pool_floor: DEFAULT_POOL_FLOOR_BYTES,
+            trim_window_ms: DEFAULT_TRIM_WINDOW_MS,
+            clock: monotonic_ms,
+            reclaim_budget: 0,
             max_mappings,
             count_stats: true,
         }
     }
+
+    /// The reclaim budget for real threads: [`DEFAULT_RECLAIM_BYTES`] of standard chunks, at
+    /// least 8 unlinks.
+    pub fn default_reclaim_budget(chunk_size: usize) -> u32 {
+        (DEFAULT_RECLAIM_BYTES / chunk_size).clamp(8, 1 << 16) as u32
+    }
+
+    /// Bytes of a chunk of class `k`.
+    pub fn class_size(&self, k: usize) -> usize {
+        self.geometry.chunk_size << k
+    }
+
+    /// The smallest class whose chunks hold `reserve` bytes below a fresh chunk's SP.
+    pub fn class_for(&self, reserve: usize) -> Option<usize> {
+        (0..=self.max_class()).find(|&k| chunk_capacity(self.class_size(k)) >= reserve)
+    }
+
+    /// The largest class whose chunk size is representable (and leaves address space to spare).
+    pub fn max_class(&self) -> usize {
+        let cs = self.geometry.chunk_size;
+        (0..NUM_CLASSES)
+            .take_while(|&k| cs <= (usize::MAX >> 2) >> k)
+            .last()
+            .unwrap_or(0)
+    }
+}
+
+/// Milliseconds of `CLOCK_MONOTONIC_COARSE` (a vDSO read, no system call).
+pub fn monotonic_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
 }
 
 /// A stack error. The entry points turn it into a one-line message naming the thread and end
@@ -85,20 +199,26 @@ pub enum ChunkError {
         limit: usize,
         header: usize,
     },
-    /// A checkpoint asked for more than any chunk can give (the compiler prevents it).
-    ReserveTooLarge { reserve: usize, capacity: usize },
+    /// A call asked for more stack in one piece than the largest chunk class holds.
+    ReserveTooLarge { reserve: usize, largest: usize },
     /// An underflow in a thread's first chunk, which has no previous chunk to return to.
     UnderflowFirstChunk,
     /// One more chunk would pass the per-thread stack limit.
     StackLimit {
         in_use: usize,
-        chunk_size: usize,
+        needed: usize,
         limit: usize,
     },
-    /// One more chunk would pass the runtime's share of `vm.max_map_count`.
+    /// More chunk memory would pass the process-wide limit.
+    MemoryLimit {
+        carved: usize,
+        needed: usize,
+        limit: usize,
+    },
+    /// One more guarded chunk would pass the runtime's share of `vm.max_map_count`.
     MapLimit { mappings: usize, max: usize },
-    /// The system refused memory for a chunk.
-    OutOfMemory { chunk_size: usize, error: MapError },
+    /// The system refused memory for chunks.
+    OutOfMemory { error: MapError },
     /// The thread asked to leave chunked code while still running on one of its chunks.
     ExitOnChunk,
 }
@@ -123,10 +243,10 @@ impl fmt::Display for ChunkError {
                 "corrupted stack: stack pointer {sp:#x} is outside the current chunk \
                  [{limit:#x}, {header:#x}]"
             ),
-            ChunkError::ReserveTooLarge { reserve, capacity } => write!(
+            ChunkError::ReserveTooLarge { reserve, largest } => write!(
                 f,
-                "a call needs {reserve} bytes of stack, more than a chunk holds ({capacity}); \
-                 recompile with a larger --chunk-size"
+                "a call needs {reserve} bytes of stack in one piece, more than the largest \
+                 stack chunk holds ({largest})"
             ),
             ChunkError::UnderflowFirstChunk => {
                 write!(
@@ -136,33 +256,46 @@ impl fmt::Display for ChunkError {
             }
             ChunkError::StackLimit {
                 in_use,
-                chunk_size,
+                needed,
                 limit,
             } => write!(
                 f,
-                "stack limit exceeded: {in_use} bytes of stack chunks in use, {chunk_size} \
+                "stack limit exceeded: {in_use} bytes of stack chunks in use, {needed} \
                  more needed, limit {limit} bytes (set STACKRT_STACK_LIMIT to change it)"
+            ),
+            ChunkError::MemoryLimit {
+                carved,
+                needed,
+                limit,
+            } => write!(
+                f,
+                "out of memory for stack chunks: {carved} bytes used by all threads, {needed} \
+                 more needed, limit {limit} bytes (set STACKRT_MEMORY_LIMIT to change it)"
             ),
             ChunkError::MapLimit { mappings, max } => write!(
                 f,
                 "out of memory mappings for stack chunks: {mappings} in use, at most {max} \
                  (raise vm.max_map_count or recompile with a larger --chunk-size)"
             ),
-            ChunkError::OutOfMemory { chunk_size, error } => {
-                let (what, e) = match error {
-                    MapError::Mmap(e) => ("mmap", e),
-                    MapError::Guard(e) => ("mprotect of the guard page", e),
-                };
-                write!(
-                    f,
-                    "cannot allocate a {chunk_size}-byte stack chunk: {what} failed"
-                )?;
-                if e == libc::ENOMEM {
-                    write!(f, " (out of memory)")
-                } else {
-                    write!(f, " (errno {e})")
+            ChunkError::OutOfMemory { error } => match error {
+                MapError::Mmap { bytes, errno } => {
+                    write!(f, "cannot map {bytes} bytes for stack chunks: mmap failed")?;
+                    if errno == libc::ENOMEM {
+                        write!(f, " (out of memory or address space)")
+                    } else {
+                        write!(f, " (errno {errno})")
+                    }
                 }
-            }
+                MapError::Guard(e) => write!(
+                    f,
+                    "cannot protect the guard page of a stack chunk: mprotect failed (errno {e})"
+                ),
+                MapError::TooManyRegions => write!(
+                    f,
+                    "cannot map more memory for stack chunks: {} mappings recorded",
+                    super::arena::MAX_REGIONS
+                ),
+            },
             ChunkError::ExitOnChunk => {
                 write!(
                     f,
@@ -173,24 +306,61 @@ impl fmt::Display for ChunkError {
     }
 }
 
-/// Geometry, limits, the shared pool and the statistics. `Sync`: shared by all threads.
+/// The pool of one size class: batches of resident free chunks, and free chunks whose pages
+/// were given back to the system (or never touched: an arena's spill).
+struct ClassPool {
+    hot: BatchStack,
+    cold: FreeList,
+}
+
+impl ClassPool {
+    const fn new() -> Self {
+        ClassPool {
+            hot: BatchStack::new(),
+            cold: FreeList::new(),
+        }
+    }
+}
+
+/// Geometry, limits, arenas, the shared pool, the release policy and the statistics. `Sync`:
+/// shared by all threads.
 pub struct Runtime {
     config: RuntimeConfig,
-    pool: SpinLock<FreeList>,
+    pools: [SpinLock<ClassPool>; NUM_CLASSES],
+    arenas: SpinLock<Arenas>,
     stats: Stats,
-    /// Chunks currently mapped (mapped minus unmapped), for the mapping limit.
-    live_chunks: AtomicUsize,
+    /// Bytes of chunks outside the pool (in chains and caches).
+    held: AtomicUsize,
+    /// Bytes of resident chunks in the pool.
+    pooled_hot: AtomicUsize,
+    /// Largest `held` in the current window and the previous one; start of the current one.
+    peak_now: AtomicUsize,
+    peak_before: AtomicUsize,
+    window_start: AtomicU64,
     next_thread: AtomicU32,
+    page: usize,
 }
+
+// SAFETY: the pools' and arenas' contents are only reached through their spin locks; the rest
+// are atomics and immutable configuration.
+unsafe impl Sync for Runtime {}
+// SAFETY: as above; nothing is tied to the creating thread.
+unsafe impl Send for Runtime {}
 
 impl Runtime {
     pub fn new(config: RuntimeConfig) -> Self {
         Runtime {
             config,
-            pool: SpinLock::new(FreeList::new()),
+            pools: [const { SpinLock::new(ClassPool::new()) }; NUM_CLASSES],
+            arenas: SpinLock::new(Arenas::new()),
             stats: Stats::new(),
-            live_chunks: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            pooled_hot: AtomicUsize::new(0),
+            peak_now: AtomicUsize::new(0),
+            peak_before: AtomicUsize::new(0),
+            window_start: AtomicU64::new((config.clock)()),
             next_thread: AtomicU32::new(0),
+            page: page_size(),
         }
     }
 
@@ -202,71 +372,258 @@ impl Runtime {
         &self.stats
     }
 
-    /// Chunks in the shared pool.
+    /// Free chunks in the shared pool (all classes, resident or not).
     pub fn pool_len(&self) -> usize {
-        self.pool.with(|p| p.len())
+        self.pools
+            .iter()
+            .map(|p| p.with(|p| p.hot.chunks() + p.cold.len()))
+            .sum()
     }
 
-    /// Addresses of the pooled chunks' headers, in pop order.
-    pub fn pool_headers(&self) -> Vec<usize> {
-        self.pool.with(|p| p.iter().map(|h| h as usize).collect())
+    /// Resident free chunks in the pool of class `k`, and released ones.
+    pub fn pool_class_len(&self, k: usize) -> (usize, usize) {
+        self.pools[k].with(|p| (p.hot.chunks(), p.cold.len()))
     }
 
-    /// Chunks currently mapped by this runtime.
-    pub fn live_chunks(&self) -> usize {
-        self.live_chunks.load(Relaxed)
+    /// Headers of the free chunks of class `k` in the pool: resident ones, then released ones.
+    pub fn pool_headers(&self, k: usize) -> (Vec<usize>, Vec<usize>) {
+        self.pools[k].with(|p| {
+            (
+                p.hot.headers().map(|h| h as usize).collect(),
+                p.cold.iter().map(|h| h as usize).collect(),
+            )
+        })
     }
 
-    /// Takes a chunk for `chain`: its cache, then the pool, then a new mapping.
-    fn acquire(&self, chain: &ThreadChain) -> Result<NonNull<ChunkHeader>, ChunkError> {
-        let cached = chain.with_cache(|c| c.pop());
-        let reused = cached.or_else(|| self.pool.with(|p| p.pop()));
-        if let Some(h) = reused {
-            if self.config.count_stats {
-                self.stats.chunks_reused.fetch_add(1, Relaxed);
-            }
-            // SAFETY: free lists only hold non-null headers.
-            return Ok(unsafe { NonNull::new_unchecked(h) });
+    /// Bytes of chunks held by threads (chains and caches), and of resident pool chunks.
+    pub fn held_bytes(&self) -> usize {
+        self.held.load(Relaxed)
+    }
+
+    pub fn pooled_resident_bytes(&self) -> usize {
+        self.pooled_hot.load(Relaxed)
+    }
+
+    /// Mappings made, bytes mapped, bytes carved into chunks.
+    pub fn arena_usage(&self) -> (usize, usize, usize) {
+        self.arenas
+            .with(|a| (a.regions(), a.mapped_bytes(), a.carved_bytes()))
+    }
+
+    /// Whether `addr` lies in the runtime's chunk memory.
+    pub fn owns(&self, addr: usize) -> bool {
+        self.arenas.with(|a| a.contains(addr))
+    }
+
+    fn class_of(&self, h: *mut ChunkHeader) -> usize {
+        // SAFETY: h is a mapped chunk header of this runtime; map_len is constant.
+        let len = unsafe { (*h).map_len } - self.config.geometry.guard_size;
+        // len = chunk_size << k: no division on the overflow path.
+        (len.trailing_zeros() - self.config.geometry.chunk_size.trailing_zeros()) as usize
+    }
+
+    /// Moves chunks of class `k` into `chain`'s cache: one pool batch (resident first), else
+    /// released chunks, else freshly carved ones. The cache is empty on entry.
+    fn refill(&self, chain: &ThreadChain, k: usize) -> Result<(), ChunkError> {
+        if k == 0 {
+            chain.adapt_cap_at_refill(&self.config);
         }
-        let per = self.config.geometry.mappings_per_chunk();
-        let live = self.live_chunks.load(Relaxed);
-        if (live + 1) * per > self.config.max_mappings {
-            return Err(ChunkError::MapLimit {
-                mappings: live * per,
-                max: self.config.max_mappings,
+        let want = if k == 0 {
+            (chain.cap.get() / 2).clamp(1, self.config.max_batch.max(1))
+        } else {
+            1
+        };
+        let size = self.config.class_size(k);
+        // Resident batches first (as many as `want` needs: the givers' batches may be small),
+        // then released chunks; all in one lock operation.
+        let (list, hot_chunks) = self.pools[k].with(|p| {
+            let mut l = FreeList::new();
+            while l.len() < want {
+                match p.hot.pop() {
+                    Some(b) => l.splice(b),
+                    None => break,
+                }
+            }
+            let hot_chunks = l.len();
+            while l.len() < want {
+                match p.cold.pop() {
+                    // SAFETY: h was free in the pool and is now owned by `l`.
+                    Some(h) => unsafe { l.push(h) },
+                    None => break,
+                }
+            }
+            (l, hot_chunks)
+        });
+        let list = if list.is_empty() {
+            self.carve(k, want)?
+        } else {
+            self.stats
+                .chunks_from_pool
+                .fetch_add(list.len() as u64, Relaxed);
+            self.stats.pool_takes.fetch_add(1, Relaxed);
+            list
+        };
+        let bytes = list.len() * size;
+        self.pooled_hot.fetch_sub(hot_chunks * size, Relaxed);
+        let held = self.held.fetch_add(bytes, Relaxed) + bytes;
+        self.peak_now.fetch_max(held, Relaxed);
+        self.note_resident();
+        chain.cache_splice(k, list);
+        Ok(())
+    }
+
+    /// Carves `n` fresh chunks of class `k` (checking the memory and mapping limits).
+    fn carve(&self, k: usize, n: usize) -> Result<FreeList, ChunkError> {
+        let size = self.config.class_size(k);
+        let g = self.config.geometry;
+        let block = size + g.guard_size;
+        let mut out = FreeList::new();
+        let mut spill = FreeList::new();
+        let carved = self.arenas.with(|a| -> Result<(), ChunkError> {
+            let carved = a.carved_bytes();
+            let room = self.config.memory_limit.saturating_sub(carved);
+            if room < block {
+                return Err(ChunkError::MemoryLimit {
+                    carved,
+                    needed: block,
+                    limit: self.config.memory_limit,
+                });
+            }
+            // As many as the limit admits, at least the one needed.
+            let n = n.min(room / block);
+            let mappings = a.regions() + a.guarded_blocks() * g.mappings_per_chunk();
+            let more = if g.guard_size == 0 {
+                1
+            } else {
+                n * g.mappings_per_chunk() + 1
+            };
+            if mappings + more > self.config.max_mappings {
+                return Err(ChunkError::MapLimit {
+                    mappings,
+                    max: self.config.max_mappings,
+                });
+            }
+            let regions = a.regions();
+            let r = a.carve(
+                size,
+                g.guard_size,
+                n,
+                self.config.arena_size,
+                g.chunk_size,
+                self.config.memory_limit,
+                &mut out,
+                &mut spill,
+            );
+            let mapped = a.regions() - regions;
+            if mapped != 0 {
+                self.stats.arenas_mapped.fetch_add(mapped as u64, Relaxed);
+                self.stats
+                    .bytes_mapped
+                    .store(a.mapped_bytes() as u64, Relaxed);
+            }
+            r.map_err(|error| ChunkError::OutOfMemory { error })
+        });
+        if !spill.is_empty() {
+            self.stats
+                .chunks_carved
+                .fetch_add(spill.len() as u64, Relaxed);
+            self.pools[0].with(|p| p.cold.splice(spill));
+        }
+        if let Err(e) = carved {
+            // Blocks carved before the failure stay usable: fresh, so not resident.
+            self.stats
+                .chunks_carved
+                .fetch_add(out.len() as u64, Relaxed);
+            self.pools[k].with(|p| p.cold.splice(out));
+            return Err(e);
+        }
+        self.stats
+            .chunks_carved
+            .fetch_add(out.len() as u64, Relaxed);
+        Ok(out)
+    }
+
+    /// Gives `list` (free chunks of class `k`, owned by the caller, resident) to the pool in
+    /// batches of at most `max_batch`, one lock operation; then applies the release policy.
+    fn give(&self, k: usize, mut list: FreeList) {
+        let n = list.len();
+        if n == 0 {
+            return;
+        }
+        let max = self.config.max_batch.max(1);
+        let mut batches: [FreeList; 16] = [const { FreeList::new() }; 16];
+        while !list.is_empty() {
+            // Up to 16 batches per lock operation; only a thread's exit gives more.
+            let mut used = 0;
+            while !list.is_empty() && used < batches.len() {
+                let rest = list.split_off(max);
+                batches[used] = core::mem::replace(&mut list, rest);
+                used += 1;
+            }
+            self.pools[k].with(|p| {
+                for b in batches[..used].iter_mut() {
+                    p.hot.push(core::mem::take(b));
+                }
             });
         }
-        let m =
-            ChunkMapping::map(self.config.geometry).map_err(|error| ChunkError::OutOfMemory {
-                chunk_size: self.config.geometry.chunk_size,
-                error,
-            })?;
-        self.live_chunks.fetch_add(1, Relaxed);
-        self.stats.chunks_mapped.fetch_add(1, Relaxed);
-        Ok(m.into_raw())
+        let bytes = n * self.config.class_size(k);
+        self.held.fetch_sub(bytes, Relaxed);
+        self.pooled_hot.fetch_add(bytes, Relaxed);
+        self.stats.pool_gives.fetch_add(1, Relaxed);
+        self.trim();
     }
 
-    /// Puts a free chunk in the pool, or unmaps it if the pool is at its high-water mark.
-    ///
-    /// # Safety
-    /// `h` is a mapped chunk of this runtime that no chain, list or running code uses.
-    unsafe fn give_back(&self, h: *mut ChunkHeader) {
-        let hw = self.config.pool_high_water;
-        let pooled = self.pool.with(|p| {
-            if p.len() < hw {
-                // SAFETY: h is free and mapped (this function's contract).
-                unsafe { p.push(h) };
-                true
-            } else {
-                false
-            }
-        });
-        if !pooled {
-            // SAFETY: h came from ChunkMapping::into_raw in acquire() and is owned by nobody.
-            drop(unsafe { ChunkMapping::from_raw(NonNull::new_unchecked(h)) });
-            self.live_chunks.fetch_sub(1, Relaxed);
-            self.stats.chunks_unmapped.fetch_add(1, Relaxed);
+    /// Rotates the policy's window if it is over, and gives resident pool chunks back to the
+    /// system while `held + resident pool` is above the recent peak of `held` + the floor.
+    pub fn trim(&self) {
+        let now = (self.config.clock)();
+        let start = self.window_start.load(Relaxed);
+        if now.wrapping_sub(start) >= self.config.trim_window_ms
+            && self
+                .window_start
+                .compare_exchange(start, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            let held = self.held.load(Relaxed);
+            let last = self.peak_now.swap(held, Relaxed);
+            self.peak_before.store(last, Relaxed);
         }
+        let peak = self
+            .peak_now
+            .load(Relaxed)
+            .max(self.peak_before.load(Relaxed));
+        let allowed = peak.saturating_add(self.config.pool_floor);
+        // Largest classes first: they give the most back per system call.
+        for k in (0..NUM_CLASSES).rev() {
+            loop {
+                let resident = self.held.load(Relaxed) + self.pooled_hot.load(Relaxed);
+                if resident <= allowed {
+                    return;
+                }
+                let Some(batch) = self.pools[k].with(|p| p.hot.pop()) else {
+                    break;
+                };
+                let bytes = batch.len() * self.config.class_size(k);
+                self.pooled_hot.fetch_sub(bytes, Relaxed);
+                let mut released = 0usize;
+                for h in batch.iter() {
+                    // SAFETY: the batch's chunks are free and owned here; nothing runs on them.
+                    released += unsafe { release_pages(h, self.page) };
+                }
+                self.stats
+                    .chunks_released
+                    .fetch_add(batch.len() as u64, Relaxed);
+                self.stats
+                    .bytes_released
+                    .fetch_add(released as u64, Relaxed);
+                self.pools[k].with(|p| p.cold.splice(batch));
+            }
+        }
+    }
+
+    fn note_resident(&self) {
+        let r = self.held.load(Relaxed) + self.pooled_hot.load(Relaxed);
+        self.stats.peak_resident_bytes.fetch_max(r as u64, Relaxed);
     }
 
     fn new_thread_id(&self) -> u32 {
@@ -276,15 +633,14 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
-        // Chains and caches must have been exited; the pool's chunks are owned here.
-        while let Some(h) = self.pool.with(|p| p.pop()) {
-            // SAFETY: pooled chunks are free, mapped and owned by the pool.
-            drop(unsafe { ChunkMapping::from_raw(NonNull::new_unchecked(h)) });
-        }
+        // Chains and caches must have been exited; every chunk lives in the arenas.
+        // SAFETY: the runtime is being dropped, so no thread uses its chunks any more (the
+        // process-wide runtime is a static and never dropped).
+        self.arenas.with(|a| unsafe { a.unmap_all() });
     }
 }
 
-/// One thread's chain of chunks and private cache.
+/// One thread's chain of chunks and private caches.
 pub struct ThreadChain {
     id: Cell<u32>,
     tid: Cell<i32>,
@@ -293,9 +649,16 @@ pub struct ThreadChain {
     top: Cell<*mut ChunkHeader>,
     /// Number of chunks in the chain.
     depth: Cell<usize>,
+    /// Bytes of the chunks in the chain (for the stack limit).
+    chain_bytes: Cell<usize>,
     /// Stack bytes used in the chunks below `top` (for the peak-stack statistic).
     used_below: Cell<usize>,
-    cache: Cell<FreeList>,
+    caches: [Cell<FreeList>; NUM_CLASSES],
+    /// Capacity of the class-0 cache (adaptive), whether the last pool operation of the cache
+    /// was a refill, and the chunks given to the pool since the last refill.
+    cap: Cell<usize>,
+    refilled: Cell<bool>,
+    released: Cell<usize>,
 }
 
 impl ThreadChain {
@@ -307,16 +670,24 @@ impl ThreadChain {
             active: Cell::new(false),
             top: Cell::new(ptr::null_mut()),
             depth: Cell::new(0),
+            chain_bytes: Cell::new(0),
             used_below: Cell::new(0),
-            cache: Cell::new(FreeList::new()),
+            caches: [const { Cell::new(FreeList::new()) }; NUM_CLASSES],
+            cap: Cell::new(0),
+            refilled: Cell::new(false),
+            released: Cell::new(0),
         }
     }
 
-    fn with_cache<R>(&self, f: impl FnOnce(&mut FreeList) -> R) -> R {
-        let mut c = self.cache.take();
+    fn with_cache<R>(&self, k: usize, f: impl FnOnce(&mut FreeList) -> R) -> R {
+        let mut c = self.caches[k].take();
         let r = f(&mut c);
-        self.cache.set(c);
+        self.caches[k].set(c);
         r
+    }
+
+    fn cache_splice(&self, k: usize, list: FreeList) {
+        self.with_cache(k, |c| c.splice(list));
     }
 
     pub fn is_active(&self) -> bool {
@@ -345,14 +716,28 @@ impl ThreadChain {
         self.depth.get()
     }
 
-    /// Chunks in the private cache.
+    /// Chunks in the private cache of class 0 (standard chunks).
     pub fn cache_len(&self) -> usize {
-        self.with_cache(|c| c.len())
+        self.with_cache(0, |c| c.len())
     }
 
-    /// Headers of the cached chunks, in pop order.
+    /// Chunks in all private caches.
+    pub fn cache_len_all(&self) -> usize {
+        (0..NUM_CLASSES)
+            .map(|k| self.with_cache(k, |c| c.len()))
+            .sum()
+    }
+
+    /// Current capacity of the class-0 cache.
+    pub fn cache_capacity(&self) -> usize {
+        self.cap.get()
+    }
+
+    /// Headers of the cached chunks of all classes, in pop order per class.
     pub fn cache_headers(&self) -> Vec<usize> {
-        self.with_cache(|c| c.iter().map(|h| h as usize).collect())
+        (0..NUM_CLASSES)
+            .flat_map(|k| self.with_cache(k, |c| c.iter().map(|h| h as usize).collect::<Vec<_>>()))
+            .collect()
     }
 
     /// Headers of the chain, newest first.
@@ -381,25 +766,98 @@ impl ThreadChain {
         false
     }
 
-    fn check_limit(&self, rt: &Runtime) -> Result<(), ChunkError> {
-        let cs = rt.config.geometry.chunk_size;
-        let in_use = self.depth.get() * cs;
-        if in_use + cs > rt.config.stack_limit {
+    fn check_limit(&self, rt: &Runtime, needed: usize) -> Result<(), ChunkError> {
+        let in_use = self.chain_bytes.get();
+        if in_use + needed > rt.config.stack_limit {
             return Err(ChunkError::StackLimit {
                 in_use,
-                chunk_size: cs,
+                needed,
                 limit: rt.config.stack_limit,
             });
         }
         Ok(())
     }
 
-    /// Starts the thread's chain: takes its first chunk, whose header gets `thread_stack` and
-    /// no predecessor. Returns the header (the initial chunk register and SP).
+    fn class_for(&self, rt: &Runtime, reserve: usize) -> Result<usize, ChunkError> {
+        rt.config
+            .class_for(reserve)
+            .ok_or(ChunkError::ReserveTooLarge {
+                reserve,
+                largest: chunk_capacity(rt.config.class_size(rt.config.max_class())),
+            })
+    }
+
+    /// Takes a chunk of class `k`: the cache, else a refill.
+    fn acquire(&self, rt: &Runtime, k: usize) -> Result<NonNull<ChunkHeader>, ChunkError> {
+        let h = match self.with_cache(k, |c| c.pop()) {
+            Some(h) => {
+                if rt.config.count_stats {
+                    rt.stats.chunks_reused.fetch_add(1, Relaxed);
+                }
+                h
+            }
+            None => {
+                rt.refill(self, k)?;
+                self.with_cache(k, |c| c.pop())
+                    .expect("a refill leaves at least one chunk in the cache")
+            }
+        };
+        // SAFETY: free lists only hold non-null headers.
+        Ok(unsafe { NonNull::new_unchecked(h) })
+    }
+
+    /// Sizes the class-0 cache before a refill (module docs): after releases, to the chunks
+    /// released since the previous refill (the thread's last excursion: it is going down as
+    /// far again); after a refill, twice as big (it keeps going deeper).
+    fn adapt_cap_at_refill(&self, config: &RuntimeConfig) {
+        let released = self.released.replace(0);
+        let cap = if released > 0 {
+            released.next_power_of_two()
+        } else if self.refilled.get() {
+            self.cap.get() * 2
+        } else {
+            self.cap.get()
+        };
+        self.cap.set(cap.clamp(config.cache_min, config.cache_max));
+        self.refilled.set(true);
+    }
+
+    /// A cache of class `k` over its capacity keeps its newest half and gives the rest to the
+    /// pool (one lock operation); the class-0 capacity adapts (module docs).
+    fn trim_cache(&self, rt: &Runtime, k: usize) {
+        let cap = if k == 0 {
+            self.cap.get()
+        } else {
+            LARGE_CLASS_CACHE
+        };
+        if self.with_cache(k, |c| c.len()) <= cap {
+            return;
+        }
+        let rest = self.with_cache(k, |c| c.split_off(cap / 2));
+        if k == 0 {
+            self.refilled.set(false);
+            self.released.set(self.released.get() + rest.len());
+        }
+        rt.give(k, rest);
+    }
+
+    fn set_budget(&self, rt: &Runtime, thread_stack: usize) {
+        if rt.config.reclaim_budget != 0 {
+            // SAFETY: with a budget configured, the thread stack address is the entry
+            // trampoline's 16-byte aligned scratch area, whose first 4 bytes are reserved for
+            // the budget (global.rs), writable while the thread runs chunked code.
+            unsafe { (thread_stack as *mut u32).write(rt.config.reclaim_budget) };
+        }
+    }
+
+    /// Starts the thread's chain: takes its first chunk, big enough for `need` bytes below its
+    /// header, which gets `thread_stack` and no predecessor. Returns the header (the initial
+    /// chunk register and SP).
     pub fn enter(
         &self,
         rt: &Runtime,
         thread_stack: usize,
+        need: usize,
     ) -> Result<NonNull<ChunkHeader>, ChunkError> {
         if self.active.get() {
             return Err(ChunkError::AlreadyEntered);
@@ -407,26 +865,32 @@ impl ThreadChain {
         if self.id.get() == u32::MAX {
             self.id.set(rt.new_thread_id());
             self.tid.set(super::msg::gettid());
+            self.cap.set(rt.config.cache_min);
         }
-        self.check_limit(rt)?;
-        let h = rt.acquire(self)?;
+        let k = self.class_for(rt, need)?;
+        let size = rt.config.class_size(k);
+        self.chain_bytes.set(0);
+        self.check_limit(rt, size)?;
+        let h = self.acquire(rt, k)?;
         // SAFETY: h is a free mapped chunk now owned by this chain.
         unsafe { init_header(h.as_ptr(), thread_stack, 0, ptr::null_mut()) };
         self.active.set(true);
         self.top.set(h.as_ptr());
         self.depth.set(1);
+        self.chain_bytes.set(size);
         self.used_below.set(0);
+        self.set_budget(rt, thread_stack);
         if rt.config.count_stats {
             rt.stats.thread_enters.fetch_add(1, Relaxed);
-            rt.stats.chunk_linked();
+            rt.stats.chunk_linked(size as u64);
         }
         Ok(h)
     }
 
     /// Links a new chunk after `cur` (the chunk the code runs on: the newest one, or the one
     /// below the chunks compiled code unlinked by itself) for a checkpoint at `caller_sp` that
-    /// needs `reserve` bytes. Returns the new header; the caller continues with chunk register
-    /// = SP = that header.
+    /// needs `reserve` bytes (of any size: a larger class if need be). Returns the new header;
+    /// the caller continues with chunk register = SP = that header.
     pub fn overflow(
         &self,
         rt: &Runtime,
@@ -436,6 +900,9 @@ impl ThreadChain {
     ) -> Result<NonNull<ChunkHeader>, ChunkError> {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
+        }
+        if let Some(h) = self.relink_hot_split(rt, cur, caller_sp, reserve) {
+            return Ok(h);
         }
         self.reclaim_unlinked(rt, cur)?;
         let top = self.top.get();
@@ -448,12 +915,14 @@ impl ThreadChain {
                 header: top as usize,
             });
         }
-        let capacity = rt.config.geometry.capacity();
-        if reserve > capacity {
-            return Err(ChunkError::ReserveTooLarge { reserve, capacity });
-        }
-        self.check_limit(rt)?;
-        let h = rt.acquire(self)?;
+        let k = if reserve <= rt.config.geometry.capacity() {
+            0
+        } else {
+            self.class_for(rt, reserve)?
+        };
+        let size = rt.config.class_size(k);
+        self.check_limit(rt, size)?;
+        let h = self.acquire(rt, k)?;
         // SAFETY: h is a free mapped chunk now owned by this chain.
         unsafe { init_header(h.as_ptr(), thread_stack, caller_sp, top) };
         let used_here = top as usize - caller_sp;
@@ -461,10 +930,12 @@ impl ThreadChain {
         self.used_below.set(below);
         self.top.set(h.as_ptr());
         self.depth.set(self.depth.get() + 1);
+        self.chain_bytes.set(self.chain_bytes.get() + size);
+        self.set_budget(rt, thread_stack);
         if rt.config.count_stats {
             let s = &rt.stats;
             s.overflows.fetch_add(1, Relaxed);
-            s.chunk_linked();
+            s.chunk_linked(size as u64);
             s.wasted((caller_sp - limit) as u64);
             s.peak_stack_bytes
                 .fetch_max((below + reserve) as u64, Relaxed);
@@ -472,9 +943,65 @@ impl ThreadChain {
         Ok(h)
     }
 
+    /// The hot split: the only chunk above `cur` is a standard chunk compiled code unlinked, and
+    /// the checkpoint wants a standard chunk. Unlinking it into the cache and taking it back
+    /// (the cache is LIFO) would link the same chunk again, so it is relinked on the spot, with
+    /// the same statistics. `None` when the case does not apply (or something looks wrong:
+    /// the general path then checks and reports it).
+    #[inline]
+    fn relink_hot_split(
+        &self,
+        rt: &Runtime,
+        cur: *mut ChunkHeader,
+        caller_sp: usize,
+        reserve: usize,
+    ) -> Option<NonNull<ChunkHeader>> {
+        let top = self.top.get();
+        if top == cur || cur.is_null() || reserve > rt.config.geometry.capacity() {
+            return None;
+        }
+        // SAFETY: top is the chain's newest chunk, mapped while linked.
+        let (mark, prev, old_prev_sp, len) = unsafe {
+            (
+                (*top).thread_stack,
+                (*top).prev_header,
+                (*top).prev_sp,
+                (*top).map_len,
+            )
+        };
+        if mark != UNLINKED || prev != cur || len != rt.config.geometry.map_len() {
+            return None;
+        }
+        // SAFETY: cur is top's predecessor in the chain, mapped while linked.
+        let (limit, thread_stack) = unsafe { ((*cur).limit, (*cur).thread_stack) };
+        if thread_stack == UNLINKED || caller_sp < limit || caller_sp > cur as usize {
+            return None;
+        }
+        // SAFETY: top is unlinked by the code and owned by this chain; relinking it.
+        unsafe { init_header(top, thread_stack, caller_sp, cur) };
+        let below =
+            self.used_below.get() - (cur as usize - old_prev_sp) + (cur as usize - caller_sp);
+        self.used_below.set(below);
+        self.set_budget(rt, thread_stack);
+        if rt.config.count_stats {
+            let s = &rt.stats;
+            let size = rt.config.geometry.chunk_size as u64;
+            s.underflows.fetch_add(1, Relaxed);
+            s.chunks_unlinked(1, size);
+            s.overflows.fetch_add(1, Relaxed);
+            s.chunks_reused.fetch_add(1, Relaxed);
+            s.chunk_linked(size);
+            s.wasted((caller_sp - limit) as u64);
+            s.peak_stack_bytes
+                .fetch_max((below + reserve) as u64, Relaxed);
+        }
+        // SAFETY: an active chain has a non-null top.
+        Some(unsafe { NonNull::new_unchecked(top) })
+    }
+
     /// Unlinks the chunk `cur` the code runs on (as in [`ThreadChain::overflow`]) after its
     /// first frame returned. Returns the previous chunk's header. The caller must have read
-    /// `cur`'s `prev_sp` (and `prev_header`) before: the chunk may be reused or unmapped by the
+    /// `cur`'s `prev_sp` (and `prev_header`) before: the chunk may be reused or released by the
     /// time this returns.
     pub fn underflow(
         &self,
@@ -488,7 +1015,34 @@ impl ThreadChain {
         if self.depth.get() < 2 {
             return Err(ChunkError::UnderflowFirstChunk);
         }
-        Ok(self.unlink_top(rt))
+        let (prev, k) = self.unlink_top(rt);
+        self.trim_cache(rt, k);
+        // SAFETY: prev is the chain's current chunk, mapped while linked.
+        self.set_budget(rt, unsafe { (*prev.as_ptr()).thread_stack });
+        Ok(prev)
+    }
+
+    /// The reclaim call of compiled code whose budget ran out: the bookkeeping of the chunks
+    /// above `cur` that compiled code unlinked, and a fresh budget. Returns `cur`.
+    pub fn reclaim(
+        &self,
+        rt: &Runtime,
+        cur: *mut ChunkHeader,
+    ) -> Result<NonNull<ChunkHeader>, ChunkError> {
+        if !self.active.get() {
+            return Err(ChunkError::NotEntered);
+        }
+        self.reclaim_unlinked(rt, cur)?;
+        if rt.config.count_stats {
+            rt.stats.reclaims.fetch_add(1, Relaxed);
+        }
+        // reclaim_unlinked checked that `cur` is in the chain and unlinked everything above it:
+        // it is the chain's (non-null) top now.
+        let top = self.top.get();
+        // SAFETY: top is the chain's current chunk, mapped while linked.
+        self.set_budget(rt, unsafe { (*top).thread_stack });
+        // SAFETY: an active chain has a non-null top.
+        Ok(unsafe { NonNull::new_unchecked(top) })
     }
 
     /// Does the bookkeeping of the chunks compiled code unlinked by itself: every chunk of the
@@ -497,6 +1051,12 @@ impl ThreadChain {
     /// anything: `cur` not in the chain, or marked itself, is a [`ChunkError::ChainMismatch`].
     fn reclaim_unlinked(&self, rt: &Runtime, cur: *mut ChunkHeader) -> Result<(), ChunkError> {
         let top = self.top.get();
+        if top == cur && !cur.is_null() {
+            // SAFETY: cur is the chain's top, mapped while linked.
+            if unsafe { (*cur).thread_stack } != UNLINKED {
+                return Ok(());
+            }
+        }
         let mismatch = ChunkError::ChainMismatch {
             expected: top as usize,
             got: cur as usize,
@@ -519,15 +1079,22 @@ impl ThreadChain {
         if cur.is_null() || unsafe { (*cur).thread_stack } == UNLINKED {
             return Err(mismatch);
         }
+        let mut classes = 0u32;
         for _ in 0..above {
-            self.unlink_top(rt);
+            classes |= 1 << self.unlink_top(rt).1;
+        }
+        while classes != 0 {
+            let k = classes.trailing_zeros() as usize;
+            classes &= classes - 1;
+            self.trim_cache(rt, k);
         }
         Ok(())
     }
 
     /// Unlinks the chain's newest chunk (the chain has at least two): it goes to the thread's
-    /// cache, or back to the runtime. Returns the new newest chunk.
-    fn unlink_top(&self, rt: &Runtime) -> NonNull<ChunkHeader> {
+    /// cache (the caller then calls [`ThreadChain::trim_cache`] for its class). Returns the new
+    /// newest chunk and the class of the unlinked one.
+    fn unlink_top(&self, rt: &Runtime) -> (NonNull<ChunkHeader>, usize) {
         let top = self.top.get();
         // SAFETY: top is mapped while linked; its prev_header is the previous linked chunk.
         let (prev, prev_sp) = unsafe { ((*top).prev_header, (*top).prev_sp) };
@@ -535,32 +1102,22 @@ impl ThreadChain {
             .set(self.used_below.get() - (prev as usize - prev_sp));
         self.top.set(prev);
         self.depth.set(self.depth.get() - 1);
-        let cache_max = rt.config.cache_max;
-        let cached = self.with_cache(|c| {
-            if c.len() < cache_max {
-                // SAFETY: top was just unlinked: free, mapped, owned by this thread.
-                unsafe { c.push(top) };
-                true
-            } else {
-                false
-            }
-        });
-        if !cached {
-            // SAFETY: top was just unlinked and is used by nobody.
-            unsafe { rt.give_back(top) };
-        }
+        let k = rt.class_of(top);
+        self.chain_bytes
+            .set(self.chain_bytes.get() - rt.config.class_size(k));
+        // SAFETY: top was just unlinked: free, mapped, owned by this thread.
+        self.with_cache(k, |c| unsafe { c.push(top) });
         if rt.config.count_stats {
             rt.stats.underflows.fetch_add(1, Relaxed);
-            rt.stats.chunks_unlinked(1);
+            rt.stats.chunks_unlinked(1, rt.config.class_size(k) as u64);
         }
         // SAFETY: prev is non-null because the chain had at least two chunks.
-        unsafe { NonNull::new_unchecked(prev) }
+        (unsafe { NonNull::new_unchecked(prev) }, k)
     }
 
     /// Leaves chunked code: after the bookkeeping of chunks compiled code unlinked, the private
-    /// cache (in pop order), then the chain (newest first) go to the shared pool, or are
-    /// unmapped above its high-water mark. The caller must not be running on any of the
-    /// chain's chunks.
+    /// caches and the chain go to the shared pool. The caller must not be running on any of
+    /// the chain's chunks.
     pub fn exit(&self, rt: &Runtime) -> Result<(), ChunkError> {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
@@ -572,26 +1129,32 @@ impl ThreadChain {
         while self.depth.get() > 1 && unsafe { (*self.top.get()).thread_stack } == UNLINKED {
             self.unlink_top(rt);
         }
-        while let Some(h) = self.with_cache(|c| c.pop()) {
-            // SAFETY: cached chunks are free and owned by this thread.
-            unsafe { rt.give_back(h) };
-        }
-        let mut h = self.top.get();
         let n = self.depth.get();
+        let bytes = self.chain_bytes.get();
+        let mut h = self.top.get();
         while !h.is_null() {
             // SAFETY: chain headers are mapped while linked; after reading the link the chunk
-            // is unlinked and handed over.
+            // is unlinked and goes to the cache of its class.
             let prev = unsafe { (*h).prev_header };
-            // SAFETY: as above: h is no longer part of the chain and nothing runs on it.
-            unsafe { rt.give_back(h) };
+            let k = rt.class_of(h);
+            // SAFETY: h is no longer part of the chain and nothing runs on it.
+            self.with_cache(k, |c| unsafe { c.push(h) });
             h = prev;
+        }
+        for k in 0..NUM_CLASSES {
+            let all = self.caches[k].take();
+            rt.give(k, all);
         }
         self.top.set(ptr::null_mut());
         self.depth.set(0);
+        self.chain_bytes.set(0);
         self.used_below.set(0);
         self.active.set(false);
+        self.cap.set(rt.config.cache_min);
+        self.refilled.set(false);
+        self.released.set(0);
         if rt.config.count_stats {
-            rt.stats.chunks_unlinked(n as u64);
+            rt.stats.chunks_unlinked(n as u64, bytes as u64);
             rt.stats.thread_exits.fetch_add(1, Relaxed);
         }
         Ok(())

@@ -14,14 +14,27 @@ use super::chain::{ChunkError, Runtime, RuntimeConfig, ThreadChain};
 use super::header::{page_size, ChunkGeometry, ChunkHeader, DEFAULT_CHUNK_SIZE};
 use super::msg::{exit_fatal, StackBuf};
 
-/// Default per-thread stack limit: 1 GiB on 64-bit targets, 256 MiB on 32-bit ones. It only
-/// stops runaway recursion: the thesis's unbalanced tree needs about 48 MB per thread on i686,
-/// and on i686 a dozen threads at 256 MiB already fill the address space.
-pub const DEFAULT_STACK_LIMIT: usize = if cfg!(target_pointer_width = "64") {
-    1 << 30
-} else {
-    256 << 20
-};
+/// The default limits: `(per-thread stack limit, memory limit of all threads)`, both 3/4 of
+/// the physical memory, and on 32-bit targets at most 3 GiB (where the address space runs out
+/// first: the arenas' `mmap` then fails and the program stops with a clear error too). A thread
+/// may recurse as deep as the machine allows (the thesis's 100-million-deep Summation needs
+/// 1.6 GB on i686 and 3.2 GB on x86-64); a runaway recursion stops with one line before the
+/// machine runs out of memory.
+pub fn default_limits() -> (usize, usize) {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    let phys = if pages > 0 {
+        pages as u64 * page_size() as u64
+    } else {
+        4 << 30
+    };
+    let mut limit = phys / 4 * 3;
+    if cfg!(target_pointer_width = "32") {
+        limit = limit.min(3 << 30);
+    }
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    (limit, limit)
+}
 
 /// Mappings left to the rest of the program (libraries, malloc arenas, thread stacks) when the
 /// chunks' share of `vm.max_map_count` is computed: max(4096, max_map_count / 8).
@@ -148,25 +161,37 @@ extern "C" fn print_stats_at_exit() {
     }
 }
 
+/// A byte-count setting from the environment, or `default`.
+fn byte_setting(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => parse_bytes(&v).unwrap_or_else(|| {
+            init_error(format_args!(
+                "{name}={v:?} is not a byte count (examples: 8388608, 64M, 1G)"
+            ))
+        }),
+        Err(std::env::VarError::NotPresent) => default,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            init_error(format_args!("{name} is not a byte count"))
+        }
+    }
+}
+
 fn build_runtime(guard: bool) -> Runtime {
     let chunk_size = program_chunk_size().unwrap_or(DEFAULT_CHUNK_SIZE);
     let guard_size = if guard { page_size() } else { 0 };
     let geometry = ChunkGeometry::new(chunk_size, guard_size)
         .unwrap_or_else(|e| init_error(format_args!("bad stack chunk geometry: {e}")));
-    let stack_limit = match std::env::var("STACKRT_STACK_LIMIT") {
-        Ok(v) => parse_bytes(&v).unwrap_or_else(|| {
-            init_error(format_args!(
-                "STACKRT_STACK_LIMIT={v:?} is not a byte count (examples: 8388608, 64M, 1G)"
-            ))
-        }),
-        Err(std::env::VarError::NotPresent) => DEFAULT_STACK_LIMIT,
-        Err(std::env::VarError::NotUnicode(_)) => {
-            init_error(format_args!("STACKRT_STACK_LIMIT is not a byte count"))
-        }
-    };
+    let (default_stack, default_memory) = default_limits();
+    let stack_limit = byte_setting("STACKRT_STACK_LIMIT", default_stack);
     if stack_limit < chunk_size {
         init_error(format_args!(
             "STACKRT_STACK_LIMIT={stack_limit} is below one stack chunk ({chunk_size} bytes)"
+        ));
+    }
+    let memory_limit = byte_setting("STACKRT_MEMORY_LIMIT", default_memory);
+    if memory_limit < chunk_size + guard_size {
+        init_error(format_args!(
+            "STACKRT_MEMORY_LIMIT={memory_limit} is below one stack chunk ({chunk_size} bytes)"
         ));
     }
     let count_stats = std::env::var_os("STACKRT_STATS").is_some_and(|v| v == "1");
@@ -175,7 +200,9 @@ fn build_runtime(guard: bool) -> Runtime {
         .saturating_sub((mmc / 8).max(MAP_COUNT_MARGIN_MIN))
         .max(16);
     let mut config = RuntimeConfig::new(geometry, stack_limit, max_mappings);
+    config.memory_limit = memory_limit;
     config.count_stats = count_stats;
+    config.reclaim_budget = RuntimeConfig::default_reclaim_budget(chunk_size);
     Runtime::new(config)
 }
 
@@ -239,28 +266,33 @@ fn unwrap_or_fatal(
     }
 }
 
-fn enter(thread_stack: usize, guard: bool) -> *mut ChunkHeader {
+fn enter(thread_stack: usize, need: usize, guard: bool) -> *mut ChunkHeader {
     let rt = runtime_init(guard);
     EXIT_GUARD.with(|_| ());
-    CHAIN.with(|c| unwrap_or_fatal(c, c.enter(rt, thread_stack)))
+    CHAIN.with(|c| unwrap_or_fatal(c, c.enter(rt, thread_stack, need)))
 }
 
 /// Starts chunked execution on the calling thread (look-ahead mechanism: no guard pages).
 ///
 /// Called by the entry/thread trampoline on the thread's native stack, with `thread_stack` =
 /// the native SP the handlers should later switch to (16-byte aligned, below everything the
-/// trampoline keeps live). Returns the first chunk's header: the trampoline sets the chunk
-/// register and SP to it and calls the C-- function.
+/// trampoline keeps live; its first 4 bytes hold the reclaim budget, see the module docs of
+/// [`super`]) and `need` = the bytes the C-- function needs below the chunk's top (the u32 at
+/// `fp - 8`). Returns the first chunk's header: the trampoline sets the chunk register and SP
+/// to it and calls the C-- function.
 #[no_mangle]
-pub extern "C" fn stackrt_chunk_thread_enter(thread_stack: usize) -> *mut ChunkHeader {
-    enter(thread_stack, false)
+pub extern "C" fn stackrt_chunk_thread_enter(thread_stack: usize, need: usize) -> *mut ChunkHeader {
+    enter(thread_stack, need, false)
 }
 
 /// Like [`stackrt_chunk_thread_enter`], with a one-page `PROT_NONE` guard below every chunk
 /// (the MMU mechanisms). A program uses one kind only.
 #[no_mangle]
-pub extern "C" fn stackrt_chunk_thread_enter_guarded(thread_stack: usize) -> *mut ChunkHeader {
-    enter(thread_stack, true)
+pub extern "C" fn stackrt_chunk_thread_enter_guarded(
+    thread_stack: usize,
+    need: usize,
+) -> *mut ChunkHeader {
+    enter(thread_stack, need, true)
 }
 
 /// Overflow: links a new chunk after `cur` (the current chunk header, i.e. the chunk
@@ -284,6 +316,15 @@ pub extern "C" fn stackrt_chunk_overflow(
 pub extern "C" fn stackrt_chunk_underflow(cur: *mut ChunkHeader) -> *mut ChunkHeader {
     let rt = runtime_or_fatal();
     CHAIN.with(|c| unwrap_or_fatal(c, c.underflow(rt, cur)))
+}
+
+/// Reclaim: the bookkeeping of the chunks compiled code unlinked above `cur` (the chunk it
+/// runs on), called when the thread's reclaim budget ran out; refills the budget. Returns
+/// `cur`.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_reclaim(cur: *mut ChunkHeader) -> *mut ChunkHeader {
+    let rt = runtime_or_fatal();
+    CHAIN.with(|c| unwrap_or_fatal(c, c.reclaim(rt, cur)))
 }
 
 /// Ends chunked execution on the calling thread: all its chunks go back to the pool (or the

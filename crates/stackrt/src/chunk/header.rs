@@ -2,7 +2,7 @@
 //! geometry. This layout is the ABI contract between the compiler's emitted sequences, the
 //! assembly handlers in `arch/`/`mech/` and the Rust chunk runtime.
 //!
-//! A chunk (one `mmap`, page-aligned) looks like this; addresses grow to the right and the
+//! A chunk (a page-aligned block carved from an arena, see `super::arena`) looks like this; addresses grow to the right and the
 //! stack grows to the left, from the header down towards `limit`:
 //!
 //! ```text
@@ -43,12 +43,14 @@ pub struct ChunkHeader {
     /// Word 4. Reserved for the MMU mechanisms: the real return address of the first frame in
     /// the chunk (thesis Figure 3.5, "PROC A RETURN ADDR"). The runtime writes 0 on overflow.
     pub resume: usize,
-    /// Word 5. Start of the mapping (the guard page, if any). Constant; runtime-private.
+    /// Word 5. Start of the chunk's block (its guard page, if any). Constant; runtime-private.
     pub map_base: usize,
-    /// Word 6. Length of the mapping in bytes (`chunk_size + guard_size`). Runtime-private.
+    /// Word 6. Length of the block in bytes (the chunk's size class's size + `guard_size`).
+    /// Constant; runtime-private.
     pub map_len: usize,
     /// Word 7. Free-list link while the chunk sits in a thread cache or the shared pool;
-    /// null while the chunk is in use. Runtime-private.
+    /// null while the chunk is in use. Runtime-private. (While a chunk is free, words 1, 2
+    /// and 4 are scratch for the pool's batches, see `super::pool`.)
     pub link: *mut ChunkHeader,
 }
 
@@ -98,7 +100,8 @@ pub const fn chunk_capacity(chunk_size: usize) -> usize {
 /// Default chunk size: 8 pages of 4 KiB, the thesis's value.
 pub const DEFAULT_CHUNK_SIZE: usize = 32 * 1024;
 
-/// Shape of the chunks of one runtime (all chunks of a process have the same shape).
+/// Shape of the standard chunks of one runtime (size class 0; a class-`k` chunk is
+/// `chunk_size << k` bytes with the same guard).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkGeometry {
     /// Bytes from `limit` to the end of the chunk, header included; a multiple of the page size.
@@ -178,12 +181,13 @@ impl ChunkGeometry {
         chunk_capacity(self.chunk_size)
     }
 
-    /// Bytes of one mapping.
+    /// Bytes of one standard block (chunk and guard).
     pub const fn map_len(&self) -> usize {
         self.chunk_size + self.guard_size
     }
 
-    /// Kernel mappings (VMAs) one chunk may cost: the guard page splits the mapping in two.
+    /// Kernel mappings (VMAs) one guarded chunk costs: its guard page splits the arena's
+    /// mapping, so guard and chunk are a mapping each. Unguarded chunks share their arena's.
     pub const fn mappings_per_chunk(&self) -> usize {
         if self.guard_size == 0 {
             1

@@ -31,12 +31,16 @@
 //! .L1: PUSH arg1 ... PUSH argn              .LlaN_back:
 //!  CALL callee                                ; in `.subsection 1` (after all functions):
 //!  ADD  ESP, args_size                      .LlaN_ovf:  mov ecx, R ; mov edx, A
-//!  CMP  EBP, ESP                                        call stackrt_lookahead_overflow
+//!  CMP  EBP, ESP                                        call stackrt_lookahead_overflow_cmm
 //!  JNE  .L2                                             call callee        ; on the new chunk
 //!  CALL STAMEX_UNDERFLOW_HANDLER                        add  esp, A        ; esp = ebp again
 //! .L2:                                                  mov  esp, dword ptr [ebp + 4]
+//!                                                       mov  ecx, dword ptr [ebp + 0]  ; T
 //!                                                       mov  dword ptr [ebp + 0], -1
 //!                                                       mov  ebp, dword ptr [ebp + 8]
+//!                                                       sub  dword ptr [ecx], 1  ; budget
+//!                                                       jnz  .LlaN_back
+//!                                                       call stackrt_lookahead_reclaim
 //!                                                       jmp  .LlaN_back
 //! ```
 //!
@@ -52,13 +56,26 @@
 //!   knows its call ends at the new chunk's header and unlinks it unconditionally; the common
 //!   path's call never changes chunks. Deep recursion, where every call is a checkpoint, pays
 //!   three instructions per call instead of five.
-//! * The underflow is inline and makes no call: `esp = prev_sp`, header word 0 = -1 (stackrt's
-//!   `UNLINKED`: the runtime does the bookkeeping, cache and statistics, on its next entry for
-//!   the thread), `ebp = prev_header`. Any call made while a deep recursion unwinds costs the
-//!   remaining returns their prediction on the machines measured (a C call every 8192 levels on
-//!   the way up made `traditional` 1.5-2x slower, crates/bench/scripts/lookahead_bench.sh);
-//!   with the thesis's underflow handler call, the repeated deep recursion ran 2.5x slower
-//!   under `lookahead` than under `traditional`.
+//! * The underflow is inline and usually makes no call: `esp = prev_sp`, header word 0 = -1
+//!   (stackrt's `UNLINKED`: the runtime does the bookkeeping, cache and statistics, later),
+//!   `ebp = prev_header`. Any call made while a deep recursion unwinds costs the remaining
+//!   returns their prediction on the machines measured (a C call every 8192 levels on the way
+//!   up made `traditional` 1.5-2x slower, crates/bench/scripts/lookahead_bench.sh); with the
+//!   thesis's underflow handler call, the repeated deep recursion ran 2.5x slower under
+//!   `lookahead` than under `traditional`.
+//! * The unlinked chunks are reclaimed on a budget. Header word 0 held the thread stack `T`
+//!   (kept in the scratch register `ecx` / `r11` before the mark overwrites it), and the 32-bit
+//!   word at `T` is the thread's *reclaim budget*: each inline unlink decrements it, and the
+//!   one that reaches zero calls `stackrt_lookahead_reclaim` ([`RECLAIM_HANDLER`]), which
+//!   gives the marked chunks back (to the thread's cache, or frees them) and refills the
+//!   budget. Without it a thread that unwound a deep recursion would hold all those chunks
+//!   until its next overflow; with it, the memory held by unlinked chunks is bounded by a
+//!   budget's worth of chunks, and the runtime gets control once per budget's worth of
+//!   unlinks, at most one call per that many returns while a recursion unwinds. A hot split
+//!   (a loop calling across one chunk boundary: overflow, unlink, overflow, ...) never calls
+//!   it: every overflow refills the budget, so the unlinks between two overflows never spend
+//!   it. The scratch register is free at the unlink (see `unlink_chunk`), and the routine
+//!   preserves every other register, so the call's result in `eax`/`rax`/`xmm0` survives.
 //! * The test comes *after* the pushes, right before the `call`. There every register the call
 //!   clobbers is dead (arguments have been pushed; C-- calls pass nothing in registers; the
 //!   System V register arguments of C calls are never `r10`/`r11`), so the test needs no
@@ -80,8 +97,43 @@
 //! for varargs, the result's conversion), so they keep the thesis's shape: the same test right
 //! before `call`, whose out-of-line path links the chunk and jumps back to the `call`, and the
 //! underflow test (`cmp esp, ebp; je .LlaN_unf`) after the stack cleanup, whose out-of-line
-//! path is the same inline underflow. C code preserves `ebp`/`rbp`, so the chunk register
-//! survives every C call.
+//! path is the same inline underflow with its reclaim budget. C code preserves `ebp`/`rbp`, so
+//! the chunk register survives every C call.
+//!
+//! # Frames larger than a chunk
+//!
+//! A reserve may exceed the standard chunk's capacity ([`callgraph::chunk_capacity`]) when a
+//! single frame does (a large local array, or an extern call's arguments plus the extern
+//! budget in small chunks); the analysis then makes the call a checkpoint, and the overflow
+//! handler, given any reserve `R`, links a chunk with room for at least `R` bytes. So every
+//! program compiles at every `--chunk-size`.
+//!
+//! "Room" and "capacity" are meant as in [`callgraph::chunk_capacity`]: the `CHECK_SLACK` bytes
+//! above the limit stay free besides. Every call the mechanism's own code makes below a C--
+//! frame (the overflow handler's from the test, the reclaim routine's from the unlink, at the
+//! caller's SP whose frame and pushes the entering checkpoint reserved) pushes its return
+//! address into those bytes, and the runtime routine must switch to the thread stack before
+//! it uses more.
+//!
+//! # Stack-need word
+//!
+//! Roots (`main`, thread entries) are entered on a fresh first chunk, which must hold the
+//! root's arguments and its longest path up to its first checkpoints. Before every function
+//! the mechanism emits (through [`Mechanism::stack_need_word`]) its *stack need at entry*:
+//!
+//! ```text
+//!  .p2align 4
+//!  .skip 8
+//!  .long NEED      # stack need at entry: argument bytes + longest path (u32, at entry - 8)
+//!  .long ARGBYTES  # argument bytes (u32, at entry - 4), as under every mechanism
+//! cmm_f:
+//! ```
+//!
+//! `NEED` counts from the SP before the arguments are pushed (for a root: the entry bytes plus
+//! `LP(root)`, what the analysis reserves for it); the runtime gives the first chunk a capacity
+//! of at least `NEED`, with the `CHECK_SLACK` bytes below it as for any reserve. It can exceed
+//! the standard capacity, like a reserve. The word is there before every function (any may
+//! become a thread entry through its address); other mechanisms leave padding there.
 //!
 //! # Stack of a lookahead program (i686; x86-64 the same with 8-byte words)
 //!
@@ -98,7 +150,8 @@
 //! ```
 //!
 //! `header k+1` holds `prev_sp` (the caller's SP before its pushes), `prev_header = header k`
-//! and the thread stack (the native stack, where the handlers run their Rust code).
+//! and the thread stack `T` (the native stack, where the handlers run their Rust code; the
+//! 32-bit word at `T` is the reclaim budget).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -119,13 +172,30 @@ use cmm_front::typed::Callee;
 pub const ABI_LOOKAHEAD: u32 = 3;
 
 /// The runtime's overflow handler (`crates/stackrt/src/arch/*`): called by a checkpoint's
-/// out-of-line stub with the reserve and the pushed argument bytes.
+/// out-of-line stub with the reserve and the pushed argument bytes. It links a chunk whose
+/// capacity is at least the reserve (larger than the standard chunk if need be) and refills
+/// the thread's reclaim budget.
 pub const OVERFLOW_HANDLER: &str = "stackrt_lookahead_overflow";
+
+/// The overflow handler for checkpoints at calls to C-- functions: the same contract, except
+/// that it may clobber every register a C-- call clobbers (C-- calls pass nothing in
+/// registers), so on x86-64 it saves none of the System V argument registers and `xmm0-7`
+/// that [`OVERFLOW_HANDLER`] keeps for C calls (the hot split's cost). On i686 the two are
+/// the same routine.
+pub const OVERFLOW_HANDLER_CMM: &str = "stackrt_lookahead_overflow_cmm";
+
+/// The runtime's reclaim routine: called by an inline unlink that spent the thread's reclaim
+/// budget (the 32-bit word at the thread stack `T`, header word 0), with the chunk register
+/// and SP already back on the previous chunk. It does the bookkeeping of the chunks marked
+/// unlinked, refills the budget and returns; it preserves every register but the scratch
+/// (`ecx` / `r11`) and the flags.
+pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
 
 /// The chunk register's hardware encoding: `ebp`/`rbp` on both targets.
 pub const CHUNK_REGISTER: u8 = regs::RBP;
 
-/// Largest immediate the stubs load with a 32-bit `mov` (reserves are below 1 GiB anyway).
+/// Largest immediate the stubs load with a 32-bit `mov`, and so the largest reserve or stack
+/// need (only a frame of about 2 GiB could ask for more).
 const MAX_IMM: u32 = i32::MAX as u32;
 
 /// The stateless face of the mechanism ([`super::by_kind`]): name, ABI id, reserved register
@@ -167,7 +237,8 @@ impl Mechanism for LookaheadBase {
 struct Regs {
     sp: &'static str,
     chunk: &'static str,
-    /// Scratch for the test; the reserve for the overflow handler.
+    /// Scratch for the test and for the thread stack at an unlink; the reserve for the
+    /// overflow handler.
     scratch: &'static str,
     /// The reserve in the stub (32-bit name of `scratch`).
     reserve: &'static str,
@@ -231,26 +302,40 @@ fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
     checkpoint_compare(t, label, reserve, args, out);
     let _ = writeln!(out, "\tcall {}", c.callee);
     add_sp(t, args, out);
-    overflow_stub(t, label, reserve, args, out);
+    overflow_stub(t, label, reserve, args, OVERFLOW_HANDLER_CMM, out);
     let _ = writeln!(out, "\tcall {}", c.callee);
     add_sp(t, args, out);
-    unlink_chunk(t, out);
-    let _ = writeln!(out, "\tjmp .Lla{label}_back");
+    unlink_chunk(t, label, out);
     out.push_str("\t.subsection 0\n");
 }
 
-/// The underflow, inline: the call made on the chunk returned (SP = chunk register), so SP
-/// goes back to the caller's (`prev_sp`) and the chunk register to the previous chunk; word 0
-/// marks the chunk unlinked, and the runtime does the bookkeeping on its next entry for the
-/// thread (`stackrt::chunk::UNLINKED`). No call: a call here, while a deep recursion
-/// unwinds, would cost its remaining returns their prediction (see the module docs).
-fn unlink_chunk(t: Target, out: &mut String) {
+/// The underflow, inline, then back to `.Lla{label}_back`: the call made on the chunk returned
+/// (SP = chunk register), so SP goes back to the caller's (`prev_sp`) and the chunk register to
+/// the previous chunk; word 0 marks the chunk unlinked (`stackrt::chunk::UNLINKED`), after the
+/// thread stack `T` it held is kept in the scratch register, and the reclaim budget at `T` is
+/// decremented. Only when the budget is spent does the code call [`RECLAIM_HANDLER`], which
+/// does the runtime's bookkeeping of the marked chunks; otherwise no call (a call here, while
+/// a deep recursion unwinds, would cost its remaining returns their prediction; see the module
+/// docs).
+///
+/// The scratch register is free here: after a C-- call only `eax`/`rax` or `xmm0` (the result)
+/// and the preserved registers are live (isel gives C-- calls every other allocatable register
+/// as clobbers), and after a C call the result is already converted into `eax`/`xmm0` (the
+/// printer's `fstp`/`movsd`/`movsx` come before [`Mechanism::extern_call_return`]) and
+/// `ecx`/`r11` are caller-saved in the C ABIs (isel's C-call clobbers). The flags are dead at
+/// both points too.
+fn unlink_chunk(t: Target, label: u32, out: &mut String) {
     let r = regs_of(t);
     let layout = ChunkHeaderLayout::for_pointer_size(t.slot());
     let _ = writeln!(
         out,
         "\tmov {}, {} ptr [{} + {}]\t# underflow: the caller's SP",
         r.sp, r.word, r.chunk, layout.prev_sp
+    );
+    let _ = writeln!(
+        out,
+        "\tmov {}, {} ptr [{} + {}]\t# the thread stack",
+        r.scratch, r.word, r.chunk, layout.thread_stack
     );
     let _ = writeln!(
         out,
@@ -265,18 +350,22 @@ fn unlink_chunk(t: Target, out: &mut String) {
         "\tmov {}, {} ptr [{} + {}]\t# previous chunk",
         r.chunk, r.word, r.chunk, layout.prev_header
     );
+    let _ = writeln!(out, "\tsub dword ptr [{}], 1\t# reclaim budget", r.scratch);
+    let _ = writeln!(out, "\tjnz .Lla{label}_back");
+    let _ = writeln!(out, "\tcall {RECLAIM_HANDLER}");
+    let _ = writeln!(out, "\tjmp .Lla{label}_back");
 }
 
 /// The end of a checkpoint's common path (`.Lla{label}_back`) and the start of its out-of-line
 /// path: the call of the overflow handler with the reserve and the argument bytes.
-fn overflow_stub(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
+fn overflow_stub(t: Target, label: u32, reserve: u32, args: u32, handler: &str, out: &mut String) {
     let r = regs_of(t);
     let _ = writeln!(out, ".Lla{label}_back:");
     out.push_str("\t.subsection 1\n");
     let _ = writeln!(out, ".Lla{label}_ovf:");
     let _ = writeln!(out, "\tmov {}, {reserve}", r.reserve);
     let _ = writeln!(out, "\tmov {}, {args}", r.args);
-    let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tcall {handler}");
 }
 
 /// The underflow test after a checkpoint's call to a C function (the arguments already
@@ -285,11 +374,10 @@ pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &m
     let r = regs_of(t);
     let _ = writeln!(out, "\tcmp {}, {}", r.sp, r.chunk);
     let _ = writeln!(out, "\tje .Lla{label}_unf");
-    overflow_stub(t, label, reserve, args, out);
+    overflow_stub(t, label, reserve, args, OVERFLOW_HANDLER, out);
     let _ = writeln!(out, "\tjmp .Lla{label}_go");
     let _ = writeln!(out, ".Lla{label}_unf:");
-    unlink_chunk(t, out);
-    let _ = writeln!(out, "\tjmp .Lla{label}_back");
+    unlink_chunk(t, label, out);
     out.push_str("\t.subsection 0\n");
 }
 
@@ -317,18 +405,27 @@ struct State {
     sites: Vec<Vec<Recorded>>,
 }
 
+/// What the second pass prints from the call-graph plan.
+struct Plan {
+    /// Per function, per call site in printing order: the reserve at checkpoints.
+    sites: Vec<Vec<Option<u32>>>,
+    /// Per function: its stack need at entry (argument bytes + longest path), the word before
+    /// its argument bytes.
+    needs: Vec<u32>,
+}
+
 /// The `lookahead` mechanism of one emission: without a plan (first pass) it prints the
-/// `traditional` sequences and records frames and calls; with one, the checkpoints.
+/// `traditional` sequences and records frames and calls; with one, the checkpoints and the
+/// stack-need words.
 pub struct Lookahead {
     /// Symbol of each C-- function → its index.
     index: HashMap<String, usize>,
-    /// Per function, per call site in printing order: the reserve at checkpoints.
-    plan: Option<Vec<Vec<Option<u32>>>>,
+    plan: Option<Plan>,
     state: RefCell<State>,
 }
 
 impl Lookahead {
-    fn new(p: &LoweredProgram, plan: Option<Vec<Vec<Option<u32>>>>) -> Self {
+    fn new(p: &LoweredProgram, plan: Option<Plan>) -> Self {
         let n = p.functions.len();
         Lookahead {
             index: p
@@ -361,7 +458,7 @@ impl Lookahead {
         let reserve = self
             .plan
             .as_ref()
-            .and_then(|p| p.get(cur).and_then(|s| s.get(k)).copied().flatten())?;
+            .and_then(|p| p.sites.get(cur).and_then(|s| s.get(k)).copied().flatten())?;
         let label = st.labels;
         st.labels += 1;
         Some((label, reserve))
@@ -380,6 +477,11 @@ impl Mechanism for Lookahead {
     }
     fn entry_arg_offset(&self, target: Target) -> u32 {
         LookaheadBase.entry_arg_offset(target)
+    }
+    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
+        // None in the first pass, whose text is thrown away: the plan does not exist yet.
+        let i = *self.index.get(f.symbol)?;
+        self.plan.as_ref()?.needs.get(i).copied()
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
         {
@@ -517,7 +619,7 @@ pub fn plan_program(
 ) -> Result<CallGraphPlan, EmitError> {
     let (input, _) = first_pass(p, target)?;
     let config = CallGraphConfig::new(chunk_size, target.slot());
-    callgraph::analyze(&input, &config).map_err(|e| emit_error(e.to_string()))
+    Ok(callgraph::analyze(&input, &config))
 }
 
 /// Emits the whole program under `lookahead` (see [`crate::emit::emit_program`]): a first pass
@@ -532,17 +634,37 @@ pub fn emit_program(
     callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
     let (input, first) = first_pass(p, target)?;
     let config = CallGraphConfig::new(chunk_size, target.slot());
-    let plan = callgraph::analyze(&input, &config).map_err(|e| emit_error(e.to_string()))?;
-    let mut table = Vec::with_capacity(plan.functions.len());
-    for f in &plan.functions {
+    let plan = callgraph::analyze(&input, &config);
+    let too_large = |what: &str, f: &str, bytes: u64| {
+        emit_error(format!(
+            "{what} of {bytes} bytes in `{f}` is over {MAX_IMM} bytes, the most a chunk can hold"
+        ))
+    };
+    let mut table = Plan {
+        sites: Vec::with_capacity(plan.functions.len()),
+        needs: Vec::with_capacity(plan.functions.len()),
+    };
+    for (i, f) in plan.functions.iter().enumerate() {
         let mut sites = Vec::with_capacity(f.sites.len());
         for s in &f.sites {
             if s.checkpoint.is_some() && s.reserve > MAX_IMM {
-                return Err(emit_error(format!("reserve {} too large", s.reserve)));
+                return Err(too_large(
+                    "a checkpoint's reserve",
+                    &f.name,
+                    s.reserve.into(),
+                ));
             }
             sites.push(s.checkpoint.map(|_| s.reserve));
         }
-        table.push(sites);
+        table.sites.push(sites);
+        // The stack need at entry: the function's own argument bytes (the entry bytes of a
+        // root) plus its longest path, so from the SP before the arguments are pushed.
+        let (_, args) = first.frames[i].unwrap_or((0, 0));
+        let need = u64::from(args) + u64::from(f.longest_path);
+        if need > u64::from(MAX_IMM) {
+            return Err(too_large("the stack need", &f.name, need));
+        }
+        table.needs.push(need as u32);
     }
     let mech = Lookahead::new(p, Some(table));
     let mut out = String::new();
@@ -586,30 +708,262 @@ pub fn emit_program(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::emit::MechKind;
+    use cmm_front::TargetInfo;
 
+    fn site(t: Target, arg_bytes: u32) -> CallSite<'static> {
+        CallSite {
+            target: t,
+            callee: "cmm_f",
+            arg_bytes,
+            return_label: "",
+        }
+    }
+
+    /// The whole sequence of a checkpoint at a C-- call, line by line (module docs, listing).
     #[test]
-    fn checkpoint_sequence_i686() {
+    fn c_checkpoint_sequence_i686() {
         let mut s = String::new();
-        checkpoint_test(Target::I686, 7, 100, 8, &mut s);
-        s.push_str("\tcall cmm_f\n");
-        checkpoint_return(Target::I686, 7, 100, 8, &mut s);
-        // 100 - 8 + 16 = 108 below the SP after the pushes; limit is header word 3.
-        assert!(s.starts_with(
-            "\tlea ecx, [esp - 108]\t# checkpoint: reserve 100\n\tcmp ecx, dword ptr [ebp + 12]"
-        ));
-        assert!(s.contains("\tcmp esp, ebp\n\tje .Lla7_unf\n.Lla7_back:\n\t.subsection 1\n"));
-        assert!(s.contains(".Lla7_ovf:\n\tmov ecx, 100\n\tmov edx, 8\n"));
-        assert!(s.ends_with("\tjmp .Lla7_back\n\t.subsection 0\n"));
+        checkpoint_call(&site(Target::I686, 8), 7, 100, &mut s);
+        // 100 - 8 + 16 = 108 below the SP after the pushes; limit is header word 3; prev_sp,
+        // prev_header and the thread stack are words 1, 2 and 0.
+        let want = "\tlea ecx, [esp - 108]\t# checkpoint: reserve 100\n\
+                    \tcmp ecx, dword ptr [ebp + 12]\t# chunk limit\n\
+                    \tjb .Lla7_ovf\n\
+                    \tcall cmm_f\n\
+                    \tadd esp, 8\n\
+                    .Lla7_back:\n\
+                    \t.subsection 1\n\
+                    .Lla7_ovf:\n\
+                    \tmov ecx, 100\n\
+                    \tmov edx, 8\n\
+                    \tcall stackrt_lookahead_overflow_cmm\n\
+                    \tcall cmm_f\n\
+                    \tadd esp, 8\n\
+                    \tmov esp, dword ptr [ebp + 4]\t# underflow: the caller's SP\n\
+                    \tmov ecx, dword ptr [ebp + 0]\t# the thread stack\n\
+                    \tmov dword ptr [ebp + 0], -1\t# chunk unlinked\n\
+                    \tmov ebp, dword ptr [ebp + 8]\t# previous chunk\n\
+                    \tsub dword ptr [ecx], 1\t# reclaim budget\n\
+                    \tjnz .Lla7_back\n\
+                    \tcall stackrt_lookahead_reclaim\n\
+                    \tjmp .Lla7_back\n\
+                    \t.subsection 0\n";
+        assert_eq!(s, want);
     }
 
     #[test]
-    fn checkpoint_sequence_x86_64() {
+    fn c_checkpoint_sequence_x86_64() {
         let mut s = String::new();
-        checkpoint_test(Target::X86_64, 0, 64, 16, &mut s);
-        checkpoint_return(Target::X86_64, 0, 64, 16, &mut s);
-        assert!(s.starts_with("\tlea r11, [rsp - 64]"));
-        assert!(s.contains("\tcmp r11, qword ptr [rbp + 24]"));
-        assert!(s.contains("\tmov r11d, 64\n\tmov r10d, 16\n\tcall stackrt_lookahead_overflow\n"));
-        assert!(s.contains("\tcmp rsp, rbp\n"));
+        checkpoint_call(&site(Target::X86_64, 16), 0, 64, &mut s);
+        // Words are 8 bytes: limit at 24, prev_sp at 8, prev_header at 16; the budget at the
+        // thread stack stays a 32-bit word.
+        let want = "\tlea r11, [rsp - 64]\t# checkpoint: reserve 64\n\
+                    \tcmp r11, qword ptr [rbp + 24]\t# chunk limit\n\
+                    \tjb .Lla0_ovf\n\
+                    \tcall cmm_f\n\
+                    \tadd rsp, 16\n\
+                    .Lla0_back:\n\
+                    \t.subsection 1\n\
+                    .Lla0_ovf:\n\
+                    \tmov r11d, 64\n\
+                    \tmov r10d, 16\n\
+                    \tcall stackrt_lookahead_overflow_cmm\n\
+                    \tcall cmm_f\n\
+                    \tadd rsp, 16\n\
+                    \tmov rsp, qword ptr [rbp + 8]\t# underflow: the caller's SP\n\
+                    \tmov r11, qword ptr [rbp + 0]\t# the thread stack\n\
+                    \tmov qword ptr [rbp + 0], -1\t# chunk unlinked\n\
+                    \tmov rbp, qword ptr [rbp + 16]\t# previous chunk\n\
+                    \tsub dword ptr [r11], 1\t# reclaim budget\n\
+                    \tjnz .Lla0_back\n\
+                    \tcall stackrt_lookahead_reclaim\n\
+                    \tjmp .Lla0_back\n\
+                    \t.subsection 0\n";
+        assert_eq!(s, want);
+    }
+
+    /// An extern checkpoint: the test before the printer's `call`, then the underflow test
+    /// and the two out-of-line stubs.
+    #[test]
+    fn extern_checkpoint_sequence_i686() {
+        let mut s = String::new();
+        checkpoint_test(Target::I686, 3, 8208, 16, &mut s);
+        s.push_str("\tcall printf\n\tadd esp, 16\n");
+        checkpoint_return(Target::I686, 3, 8208, 16, &mut s);
+        let want = "\tlea ecx, [esp - 8208]\t# checkpoint: reserve 8208\n\
+                    \tcmp ecx, dword ptr [ebp + 12]\t# chunk limit\n\
+                    \tjb .Lla3_ovf\n\
+                    .Lla3_go:\n\
+                    \tcall printf\n\
+                    \tadd esp, 16\n\
+                    \tcmp esp, ebp\n\
+                    \tje .Lla3_unf\n\
+                    .Lla3_back:\n\
+                    \t.subsection 1\n\
+                    .Lla3_ovf:\n\
+                    \tmov ecx, 8208\n\
+                    \tmov edx, 16\n\
+                    \tcall stackrt_lookahead_overflow\n\
+                    \tjmp .Lla3_go\n\
+                    .Lla3_unf:\n\
+                    \tmov esp, dword ptr [ebp + 4]\t# underflow: the caller's SP\n\
+                    \tmov ecx, dword ptr [ebp + 0]\t# the thread stack\n\
+                    \tmov dword ptr [ebp + 0], -1\t# chunk unlinked\n\
+                    \tmov ebp, dword ptr [ebp + 8]\t# previous chunk\n\
+                    \tsub dword ptr [ecx], 1\t# reclaim budget\n\
+                    \tjnz .Lla3_back\n\
+                    \tcall stackrt_lookahead_reclaim\n\
+                    \tjmp .Lla3_back\n\
+                    \t.subsection 0\n";
+        assert_eq!(s, want);
+    }
+
+    #[test]
+    fn extern_checkpoint_sequence_x86_64() {
+        let mut s = String::new();
+        checkpoint_test(Target::X86_64, 1, 8192, 0, &mut s);
+        s.push_str("\tcall printf\n");
+        checkpoint_return(Target::X86_64, 1, 8192, 0, &mut s);
+        let want = "\tlea r11, [rsp - 8208]\t# checkpoint: reserve 8192\n\
+                    \tcmp r11, qword ptr [rbp + 24]\t# chunk limit\n\
+                    \tjb .Lla1_ovf\n\
+                    .Lla1_go:\n\
+                    \tcall printf\n\
+                    \tcmp rsp, rbp\n\
+                    \tje .Lla1_unf\n\
+                    .Lla1_back:\n\
+                    \t.subsection 1\n\
+                    .Lla1_ovf:\n\
+                    \tmov r11d, 8192\n\
+                    \tmov r10d, 0\n\
+                    \tcall stackrt_lookahead_overflow\n\
+                    \tjmp .Lla1_go\n\
+                    .Lla1_unf:\n\
+                    \tmov rsp, qword ptr [rbp + 8]\t# underflow: the caller's SP\n\
+                    \tmov r11, qword ptr [rbp + 0]\t# the thread stack\n\
+                    \tmov qword ptr [rbp + 0], -1\t# chunk unlinked\n\
+                    \tmov rbp, qword ptr [rbp + 16]\t# previous chunk\n\
+                    \tsub dword ptr [r11], 1\t# reclaim budget\n\
+                    \tjnz .Lla1_back\n\
+                    \tcall stackrt_lookahead_reclaim\n\
+                    \tjmp .Lla1_back\n\
+                    \t.subsection 0\n";
+        assert_eq!(s, want);
+    }
+
+    /// `main` and `fill` each have a 40 KB array; `fill` calls `leaf`.
+    const LARGE_FRAMES: &str = "
+int leaf(int x) { return x + 1; }
+int fill(int n) { char buf[40000]; buf[n] = 'x'; return leaf(buf[n]); }
+int main() { char big[40000]; big[0] = 1; return fill(big[0]) + big[0]; }
+";
+
+    fn lowered(src: &str, t: Target) -> LoweredProgram {
+        let info = match t {
+            Target::I686 => TargetInfo::I686,
+            Target::X86_64 => TargetInfo::X86_64,
+        };
+        let typed = cmm_front::check_rendered("t.cm", src, info).expect("valid C--");
+        crate::lower_program(&typed)
+    }
+
+    /// Frames larger than a chunk compile: the calls into and out of a 40 KB frame are size
+    /// checkpoints, the one into it reserving more than a chunk holds, and `main`'s stack-need
+    /// word is over the capacity too (the runtime gives such reserves and roots a larger chunk).
+    #[test]
+    fn frames_larger_than_a_chunk_get_checkpoints_and_a_large_need() {
+        use crate::callgraph::CheckpointReason::Size;
+        let chunk = 32 * 1024;
+        for t in [Target::I686, Target::X86_64] {
+            let p = lowered(LARGE_FRAMES, t);
+            let plan = plan_program(&p, t, chunk).expect("plans");
+            let cap = plan.config.capacity;
+            let id = |n: &str| plan.functions.iter().position(|f| f.name == n).unwrap() as u32;
+            let (leaf, fill, main) = (id("leaf"), id("fill"), id("main"));
+            // fill's frame alone is over the capacity: its call of leaf is checkpointed and
+            // its longest path is its frame.
+            let fp = &plan.functions[fill as usize];
+            assert!(fp.frame > cap, "{t:?}: {plan}");
+            assert_eq!(fp.longest_path, fp.frame, "{t:?}: {plan}");
+            assert_eq!(fp.sites.len(), 1);
+            assert_eq!(
+                (fp.sites[0].callee, fp.sites[0].checkpoint),
+                (Callee::Function(leaf), Some(Size))
+            );
+            // main's call of fill reserves fill's whole frame: more than a chunk holds.
+            let mp = &plan.functions[main as usize];
+            let call = mp
+                .sites
+                .iter()
+                .find(|s| s.callee == Callee::Function(fill))
+                .unwrap();
+            assert_eq!(call.checkpoint, Some(Size), "{t:?}: {plan}");
+            assert_eq!(call.reserve, call.arg_bytes + fp.frame);
+            assert!(call.reserve > cap);
+            assert_eq!(mp.longest_path, mp.frame, "{t:?}: {plan}");
+
+            let asm = crate::emit::emit_program(
+                &p,
+                &EmitOptions {
+                    target: t,
+                    mech: MechKind::Lookahead { chunk_size: chunk },
+                },
+            )
+            .expect("emits");
+            // The test with that reserve guards the call of fill (lea, cmp, jb, call).
+            let lines: Vec<&str> = asm.lines().collect();
+            let at = lines
+                .iter()
+                .position(|l| l.ends_with(&format!("# checkpoint: reserve {}", call.reserve)))
+                .unwrap_or_else(|| panic!("{t:?}: no checkpoint with reserve {}", call.reserve));
+            assert_eq!(lines[at + 3], "\tcall cmm_fill", "{t:?}: {asm}");
+            // main's need word: its argument bytes (argc, argv) + its longest path.
+            let need = 2 * t.slot() + mp.longest_path;
+            assert!(need > cap);
+            let header = format!(
+                "\t.p2align 4\n\t.skip 8\n\t.long {need}\t# stack need at entry\n\
+                 \t.long {}\t# argument bytes\ncmm_main:\n",
+                2 * t.slot()
+            );
+            assert!(asm.contains(&header), "{t:?}: {asm}");
+        }
+    }
+
+    /// Every function gets a need word under lookahead (argument bytes + longest path), and no
+    /// other mechanism emits one.
+    #[test]
+    fn need_words_only_under_lookahead() {
+        let src = "int twice(int x) {\n    return x + x;\n}\n\
+                   int main() {\n    return twice(2);\n}\n";
+        for t in [Target::I686, Target::X86_64] {
+            let p = lowered(src, t);
+            let plan = plan_program(&p, t, 32 * 1024).expect("plans");
+            let emit = |mech| {
+                crate::emit::emit_program(&p, &EmitOptions { target: t, mech }).expect("emits")
+            };
+            let asm = emit(MechKind::Lookahead {
+                chunk_size: 32 * 1024,
+            });
+            for (f, args) in [("twice", t.slot()), ("main", 2 * t.slot())] {
+                let fp = plan.functions.iter().find(|p| p.name == f).unwrap();
+                let want = format!(
+                    "\t.skip 8\n\t.long {}\t# stack need at entry\n\t.long {args}\t# argument \
+                     bytes\ncmm_{f}:\n",
+                    args + fp.longest_path
+                );
+                assert!(asm.contains(&want), "{t:?} {f}: {asm}");
+            }
+            assert!(!asm.contains(".skip 12"), "{asm}");
+            for mech in [MechKind::Traditional, MechKind::CalleeCleanup] {
+                let asm = emit(mech);
+                assert!(!asm.contains("stack need"), "{mech:?}: {asm}");
+                assert_eq!(
+                    asm.matches("\t.skip 12\n\t.long ").count(),
+                    2,
+                    "{mech:?}: {asm}"
+                );
+            }
+        }
     }
 }

@@ -57,6 +57,12 @@ pub trait Mechanism {
     fn call_overhead(&self, target: Target) -> u32 {
         target.slot()
     }
+    /// A 32-bit word the runtime reads right before the argument-bytes word of the function
+    /// (at `entry - 8`), or None for padding there. `lookahead` puts the function's stack need
+    /// at entry there, so the runtime can size the first chunk of a root. Default: None.
+    fn stack_need_word(&self, _f: &FrameInfo) -> Option<u32> {
+        None
+    }
     /// Lines at the function's entry label: reserve the frame.
     fn prologue(&self, f: &FrameInfo, out: &mut String);
     /// Lines that leave the function (the result is already in `eax`/`xmm0`).
