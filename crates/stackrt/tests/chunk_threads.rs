@@ -214,8 +214,9 @@ impl Walker {
 
 /// A deterministic pseudo-random walk on the calling thread through the entry points:
 /// overflows (reserves mostly within a standard chunk, some of larger classes), underflows
-/// through the handler, unlinks by "compiled code", and now and then a burst 40 chunks deep
-/// that compiled code unwinds (so the budget runs out and the reclaim handler is called).
+/// through the handler, unlinks by "compiled code", and now and then a burst deeper than the
+/// reclaim budget that compiled code unwinds (so the budget runs out and the reclaim handler
+/// is called).
 fn walk(seed: u64, steps: usize, owner: u64, seen: &Mutex<HashSet<usize>>) -> Walk {
     let mut state = seed;
     let mut next = || {
@@ -230,7 +231,7 @@ fn walk(seed: u64, steps: usize, owner: u64, seen: &Mutex<HashSet<usize>>) -> Wa
         let r = next();
         let (below, big) = ((r >> 6) % 4000, (r >> 6) % 40000);
         if r % 64 == 63 {
-            for _ in 0..40 {
+            for _ in 0..BUDGET + 8 {
                 t.overflow(below, 100, seen);
             }
             while t.running > 1 {

@@ -3,7 +3,7 @@
 //! native stack (header word 0) and call the chunk runtime's Rust entry points
 //! (`crate::chunk::global`) with `rsp` 16-byte aligned. The underflow (listing 3.15) has no
 //! handler: the emitted code unlinks the chunk inline and marks it (`crate::chunk::UNLINKED`),
-//! and calls the reclaim handler only once per reclaim budget of such unlinks.
+//! and calls the reclaim handler only once per reclaim budget (8 MiB) of such unlinks.
 //!
 //! The chunk register is `rbp`: the address of the current chunk's header (`ChunkHeader`, word
 //! `i` at `8 * i`: 0 thread stack, 1 previous SP, 2 previous header, 3 limit). The emitted

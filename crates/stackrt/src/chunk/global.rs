@@ -319,8 +319,8 @@ pub extern "C" fn stackrt_chunk_underflow(cur: *mut ChunkHeader) -> *mut ChunkHe
 }
 
 /// Reclaim: the bookkeeping of the chunks compiled code unlinked above `cur` (the chunk it
-/// runs on), called when the thread's reclaim budget ran out; refills the budget. Returns
-/// `cur`.
+/// runs on), called by compiled code when the thread's reclaim budget ran out; refills the
+/// budget. Returns `cur`.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_reclaim(cur: *mut ChunkHeader) -> *mut ChunkHeader {
     let rt = runtime_or_fatal();

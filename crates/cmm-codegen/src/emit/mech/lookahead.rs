@@ -67,15 +67,18 @@
 //!   (kept in the scratch register `ecx` / `r11` before the mark overwrites it), and the 32-bit
 //!   word at `T` is the thread's *reclaim budget*: each inline unlink decrements it, and the
 //!   one that reaches zero calls `stackrt_lookahead_reclaim` ([`RECLAIM_HANDLER`]), which
-//!   gives the marked chunks back (to the thread's cache, or frees them) and refills the
+//!   gives the marked chunks back (to the thread's cache and the shared pool) and refills the
 //!   budget. Without it a thread that unwound a deep recursion would hold all those chunks
-//!   until its next overflow; with it, the memory held by unlinked chunks is bounded by a
-//!   budget's worth of chunks, and the runtime gets control once per budget's worth of
-//!   unlinks, at most one call per that many returns while a recursion unwinds. A hot split
-//!   (a loop calling across one chunk boundary: overflow, unlink, overflow, ...) never calls
-//!   it: every overflow refills the budget, so the unlinks between two overflows never spend
-//!   it. The scratch register is free at the unlink (see `unlink_chunk`), and the routine
-//!   preserves every other register, so the call's result in `eax`/`rax`/`xmm0` survives.
+//!   until its next overflow (the tree with 64 threads at the thesis's size: 1.8 GB instead of
+//!   1.35 GB). The runtime's budget is 8 MiB of chunks (256 of 32 KiB), so the call comes at
+//!   most once per 8 MiB of unwinding: a call in the middle of a deep unwind costs return
+//!   predictions (with a budget of 16 chunks, a repeated 30,000-deep recursion ran 1.85x
+//!   slower on x86-64 and 2.4x on i686; with 256 its 1,000-chunk unwinds show no difference),
+//!   and recursions shallower than the budget never make it. A hot split (a loop calling
+//!   across one chunk boundary: overflow, unlink, overflow, ...) never calls it either: every
+//!   overflow refills the budget. The scratch register is free at the unlink (see
+//!   `unlink_chunk`), and the routine preserves every other register, so the call's result in
+//!   `eax`/`rax`/`xmm0` survives.
 //! * The test comes *after* the pushes, right before the `call`. There every register the call
 //!   clobbers is dead (arguments have been pushed; C-- calls pass nothing in registers; the
 //!   System V register arguments of C calls are never `r10`/`r11`), so the test needs no
@@ -184,7 +187,7 @@ pub const OVERFLOW_HANDLER: &str = "stackrt_lookahead_overflow";
 /// the same routine.
 pub const OVERFLOW_HANDLER_CMM: &str = "stackrt_lookahead_overflow_cmm";
 
-/// The runtime's reclaim routine: called by an inline unlink that spent the thread's reclaim
+/// The runtime's reclaim routine: called by the inline unlink that spends the thread's reclaim
 /// budget (the 32-bit word at the thread stack `T`, header word 0), with the chunk register
 /// and SP already back on the previous chunk. It does the bookkeeping of the chunks marked
 /// unlinked, refills the budget and returns; it preserves every register but the scratch
@@ -315,8 +318,7 @@ fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
 /// thread stack `T` it held is kept in the scratch register, and the reclaim budget at `T` is
 /// decremented. Only when the budget is spent does the code call [`RECLAIM_HANDLER`], which
 /// does the runtime's bookkeeping of the marked chunks; otherwise no call (a call here, while
-/// a deep recursion unwinds, would cost its remaining returns their prediction; see the module
-/// docs).
+/// a deep recursion unwinds, costs return predictions; see the module docs).
 ///
 /// The scratch register is free here: after a C-- call only `eax`/`rax` or `xmm0` (the result)
 /// and the preserved registers are live (isel gives C-- calls every other allocatable register
