@@ -546,3 +546,37 @@ fn runaway_recursion_and_memory_limits_are_clear_errors() {
         }
     }
 }
+
+/// Memory pressure: 256 threads each searching a 100,000-deep spike (3.2 MB of stack on x86-64)
+/// with the chunk memory limited to 48 MiB (the soft limit is a third of it). The OS runs the
+/// threads all a little at a time, so without the soft limit they would be deep at once and
+/// pass the limit; with it, above 16 MiB only two threads at a time take more chunks and the
+/// others wait for memory given back, and the program completes.
+#[test]
+fn many_deep_threads_wait_for_memory_instead_of_exhausting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/programs/thesis/tree_multi.cm");
+    let exe = compile(&src, dir.path(), "tree", &["--mech", "lookahead"]);
+    let o = Command::new(&exe)
+        .args(["1000", "100000", "1.0", "1", "256", "16384"])
+        .env("STACKRT_STATS", "1")
+        .env("STACKRT_MEMORY_LIMIT", "48M")
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        text(&o.stdout).ends_with("Data: 256\n"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(stat(&err, "waits for memory") > 0, "{err}");
+    let in_use = err
+        .lines()
+        .find(|l| l.contains("peak chunks in use"))
+        .and_then(|l| l.split('(').nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no peak bytes in use in {err}"));
+    assert!(in_use <= 48 << 20, "{in_use} bytes in use: {err}");
+}

@@ -43,6 +43,10 @@ pub struct Stats {
     pub peak_resident_bytes: AtomicU64,
     /// Calls of compiled code whose reclaim budget ran out.
     pub reclaims: AtomicU64,
+    /// Sleeps waiting for memory above the soft limit, and the threads that waited until the
+    /// deadline and carved anyway.
+    pub growth_waits: AtomicU64,
+    pub growth_timeouts: AtomicU64,
     /// Chunks currently linked into some thread's chain.
     pub chunks_in_use: AtomicU64,
     /// Maximum of `chunks_in_use` over time.
@@ -80,6 +84,8 @@ pub struct StatsSnapshot {
     pub bytes_mapped: u64,
     pub peak_resident_bytes: u64,
     pub reclaims: u64,
+    pub growth_waits: u64,
+    pub growth_timeouts: u64,
     pub chunks_in_use: u64,
     pub peak_chunks_in_use: u64,
     pub bytes_in_use: u64,
@@ -108,6 +114,8 @@ impl Stats {
             bytes_mapped: AtomicU64::new(0),
             peak_resident_bytes: AtomicU64::new(0),
             reclaims: AtomicU64::new(0),
+            growth_waits: AtomicU64::new(0),
+            growth_timeouts: AtomicU64::new(0),
             chunks_in_use: AtomicU64::new(0),
             peak_chunks_in_use: AtomicU64::new(0),
             bytes_in_use: AtomicU64::new(0),
@@ -156,6 +164,8 @@ impl Stats {
             bytes_mapped: self.bytes_mapped.load(Relaxed),
             peak_resident_bytes: self.peak_resident_bytes.load(Relaxed),
             reclaims: self.reclaims.load(Relaxed),
+            growth_waits: self.growth_waits.load(Relaxed),
+            growth_timeouts: self.growth_timeouts.load(Relaxed),
             chunks_in_use: self.chunks_in_use.load(Relaxed),
             peak_chunks_in_use: self.peak_chunks_in_use.load(Relaxed),
             bytes_in_use: self.bytes_in_use.load(Relaxed),
@@ -205,6 +215,11 @@ impl StatsSnapshot {
             s.peak_resident_bytes
         )?;
         writeln!(out, "stackrt:   reclaim calls         {}", s.reclaims)?;
+        writeln!(
+            out,
+            "stackrt:   waits for memory      {} ({} gave up waiting)",
+            s.growth_waits, s.growth_timeouts
+        )?;
         writeln!(
             out,
             "stackrt:   peak chunks in use    {} ({} bytes)",

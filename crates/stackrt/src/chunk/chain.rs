@@ -36,6 +36,18 @@
 //!   program that keeps recursing as deep keeps its memory, one that stopped gives it back
 //!   within two windows of its next pool operation. Arenas are never unmapped.
 //!
+//! * **Memory pressure**: while the chunks held by threads exceed
+//!   [`RuntimeConfig::soft_limit`], only [`RuntimeConfig::max_growers`] threads at a time may
+//!   take more chunks (they hold a growth token until they give memory back); another thread
+//!   that needs a refill sleeps until the held memory drops, a token comes free or a give
+//!   happens, and goes on anyway only when nothing at all was given back for
+//!   [`RuntimeConfig::growth_wait_ms`]. With many threads recursing deep at once (the OS
+//!   scheduler runs them all a little at a time), a few go down and back up while the others
+//!   wait, and the memory in use stays near the soft limit instead of growing to the sum of
+//!   every thread's depth. Threads that all need memory and give none back (a barrier at the
+//!   bottom) lose one such wait each, and then take memory up to the hard
+//!   [`RuntimeConfig::memory_limit`].
+//!
 //! Compiled code may unlink a chunk by itself (header word 0 = [`UNLINKED`]); such chunks stay
 //! at the top of the chain until the thread's next overflow, reclaim call or exit, which first
 //! unlinks them as an underflow handler would have, newest first, into the thread's caches;
@@ -58,7 +70,7 @@
 use core::cell::Cell;
 use core::fmt;
 use core::ptr::{self, NonNull};
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 
 use super::arena::{release_pages, Arenas, MapError, DEFAULT_ARENA_SIZE};
 use super::header::{chunk_capacity, page_size, ChunkGeometry, ChunkHeader, HEADER_SIZE, UNLINKED};
@@ -84,6 +96,9 @@ pub const DEFAULT_CACHE_MAX_BYTES: usize = 512 << 10;
 /// Bytes of resident free chunks the pool keeps whatever the recent peak.
 pub const DEFAULT_POOL_FLOOR_BYTES: usize = 4 << 20;
 
+/// Longest wait of a thread that needs fresh chunk memory above the soft limit.
+pub const DEFAULT_GROWTH_WAIT_MS: u64 = 100;
+
 /// Length of a window of the release policy.
 pub const DEFAULT_TRIM_WINDOW_MS: u64 = 1000;
 
@@ -103,6 +118,13 @@ pub struct RuntimeConfig {
     pub stack_limit: usize,
     /// Limit on the bytes of chunk memory carved by all threads together.
     pub memory_limit: usize,
+    /// Bytes of chunks held by threads above which only `max_growers` threads at a time may
+    /// take more (module docs, "Memory pressure").
+    pub soft_limit: usize,
+    /// How long a waiting thread waits when nothing is given back, milliseconds.
+    pub growth_wait_ms: u64,
+    /// Threads that may carve above the soft limit at once (growth tokens).
+    pub max_growers: usize,
     /// Bytes of one arena.
     pub arena_size: usize,
     /// Smallest and largest class-0 cache capacity, chunks.
@@ -136,6 +158,9 @@ impl RuntimeConfig {
             geometry,
             stack_limit,
             memory_limit: usize::MAX,
+            soft_limit: usize::MAX,
+            growth_wait_ms: DEFAULT_GROWTH_WAIT_MS,
+            max_growers: 2,
             arena_size: DEFAULT_ARENA_SIZE.max(4 * (geometry.chunk_size + geometry.guard_size)),
             cache_min: DEFAULT_CACHE_MIN,
             cache_max,
@@ -342,6 +367,12 @@ pub struct Runtime {
     window_start: AtomicU64,
     next_thread: AtomicU32,
     page: usize,
+    /// Incremented at every give to the pool: the futex word growth waits sleep on.
+    gives: AtomicU32,
+    /// Threads in a growth wait.
+    waiters: AtomicU32,
+    /// Threads holding a growth token (allowed to carve above the soft limit).
+    growers: AtomicUsize,
 }
 
 // SAFETY: the pools' and arenas' contents are only reached through their spin locks; the rest
@@ -363,6 +394,9 @@ impl Runtime {
             peak_before: AtomicUsize::new(0),
             window_start: AtomicU64::new((config.clock)()),
             next_thread: AtomicU32::new(0),
+            gives: AtomicU32::new(0),
+            waiters: AtomicU32::new(0),
+            growers: AtomicUsize::new(0),
             page: page_size(),
         }
     }
@@ -437,9 +471,72 @@ impl Runtime {
             1
         };
         let size = self.config.class_size(k);
-        // Resident batches first (as many as `want` needs: the givers' batches may be small),
-        // then released chunks; all in one lock operation.
-        let (list, hot_chunks) = self.pools[k].with(|p| {
+        if !chain.grower.get() && self.held.load(Relaxed) >= self.config.soft_limit {
+            self.wait_for_growth_token(chain);
+        }
+        let (list, hot_chunks) = self.take_from_pool(k, want);
+        let fresh = list.is_empty();
+        let list = if fresh { self.carve(k, want)? } else { list };
+        if !fresh {
+            self.stats
+                .chunks_from_pool
+                .fetch_add(list.len() as u64, Relaxed);
+            self.stats.pool_takes.fetch_add(1, Relaxed);
+        }
+        let bytes = list.len() * size;
+        self.pooled_hot.fetch_sub(hot_chunks * size, Relaxed);
+        let held = self.held.fetch_add(bytes, Relaxed) + bytes;
+        self.peak_now.fetch_max(held, Relaxed);
+        self.note_resident();
+        chain.cache_splice(k, list);
+        Ok(())
+    }
+
+    /// Memory pressure (module docs): while the chunks held by threads are above the soft
+    /// limit, only `max_growers` threads may take more (they hold a growth token until they
+    /// give memory back); this one waits for a token, or for the held memory to drop below the
+    /// soft limit. The count of gives is read before the state is checked again, so a give or
+    /// token release in between ends the wait at once. Every give (progress somewhere) moves
+    /// the deadline on; only when nothing was given back for `growth_wait_ms` (threads that
+    /// wait for each other) does the thread go on anyway, with a token of its own.
+    fn wait_for_growth_token(&self, chain: &ThreadChain) {
+        let mut deadline = monotonic_ms() + self.config.growth_wait_ms;
+        let mut seen = self.gives.load(SeqCst);
+        loop {
+            if self.held.load(SeqCst) < self.config.soft_limit {
+                return;
+            }
+            let g = self.growers.load(SeqCst);
+            if g < self.config.max_growers
+                && self
+                    .growers
+                    .compare_exchange(g, g + 1, SeqCst, Relaxed)
+                    .is_ok()
+            {
+                chain.grower.set(true);
+                return;
+            }
+            let now = monotonic_ms();
+            if now >= deadline {
+                self.growers.fetch_add(1, SeqCst);
+                chain.grower.set(true);
+                self.stats.growth_timeouts.fetch_add(1, Relaxed);
+                return;
+            }
+            self.wait_for_give(seen, deadline - now);
+            let now_seen = self.gives.load(SeqCst);
+            if now_seen != seen {
+                seen = now_seen;
+                deadline = monotonic_ms() + self.config.growth_wait_ms;
+            }
+        }
+    }
+
+    /// Takes up to `want` chunks of class `k` from the pool in one lock operation: resident
+    /// batches first (as many as `want` needs: the givers' batches may be small), then released
+    /// chunks. Returns them and how many were resident.
+    fn take_from_pool(&self, k: usize, want: usize) -> (FreeList, usize) {
+        self.pools[k].with(|p| {
             let mut l = FreeList::new();
             while l.len() < want {
                 match p.hot.pop() {
@@ -456,23 +553,59 @@ impl Runtime {
                 }
             }
             (l, hot_chunks)
-        });
-        let list = if list.is_empty() {
-            self.carve(k, want)?
-        } else {
-            self.stats
-                .chunks_from_pool
-                .fetch_add(list.len() as u64, Relaxed);
-            self.stats.pool_takes.fetch_add(1, Relaxed);
-            list
+        })
+    }
+
+    /// Sleeps until the next give to the pool (the count of gives differs from `seen`) or for
+    /// `ms` milliseconds, whichever comes first (`futex`; a plain system call, no lock held).
+    fn wait_for_give(&self, seen: u32, ms: u64) {
+        self.waiters.fetch_add(1, SeqCst);
+        let timeout = libc::timespec {
+            tv_sec: (ms / 1000) as libc::time_t,
+            tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
         };
-        let bytes = list.len() * size;
-        self.pooled_hot.fetch_sub(hot_chunks * size, Relaxed);
-        let held = self.held.fetch_add(bytes, Relaxed) + bytes;
-        self.peak_now.fetch_max(held, Relaxed);
-        self.note_resident();
-        chain.cache_splice(k, list);
-        Ok(())
+        // SAFETY: FUTEX_WAIT on an aligned AtomicU32 that lives as long as the runtime, with a
+        // valid relative timeout; it only reads the word.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.gives.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                seen,
+                &timeout as *const libc::timespec,
+                core::ptr::null::<u32>(),
+                0u32,
+            )
+        };
+        let _ = rc;
+        self.waiters.fetch_sub(1, SeqCst);
+        self.stats.growth_waits.fetch_add(1, Relaxed);
+    }
+
+    /// A thread that gives memory back (it is shrinking) gives up its growth token, if any,
+    /// and wakes the waiters (the give that follows or preceded did, or will).
+    fn release_growth_token(&self, chain: &ThreadChain) {
+        if chain.grower.replace(false) {
+            self.growers.fetch_sub(1, SeqCst);
+            self.gives.fetch_add(1, SeqCst);
+            self.wake_waiters();
+        }
+    }
+
+    /// Wakes the threads in a growth wait: all of them, since every give moves their deadline
+    /// on (see `refill`), and the ones that find the pool empty wait again.
+    fn wake_waiters(&self) {
+        if self.waiters.load(SeqCst) != 0 {
+            // SAFETY: FUTEX_WAKE on the runtime's aligned AtomicU32; no memory is written.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.gives.as_ptr(),
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    i32::MAX,
+                )
+            };
+        }
     }
 
     /// Carves `n` fresh chunks of class `k` (checking the memory and mapping limits).
@@ -484,12 +617,13 @@ impl Runtime {
         let mut spill = FreeList::new();
         let carved = self.arenas.with(|a| -> Result<(), ChunkError> {
             let carved = a.carved_bytes();
-            let room = self.config.memory_limit.saturating_sub(carved);
+            let limit = self.config.memory_limit;
+            let room = limit.saturating_sub(carved);
             if room < block {
                 return Err(ChunkError::MemoryLimit {
                     carved,
                     needed: block,
-                    limit: self.config.memory_limit,
+                    limit,
                 });
             }
             // As many as the limit admits, at least the one needed.
@@ -513,7 +647,7 @@ impl Runtime {
                 n,
                 self.config.arena_size,
                 g.chunk_size,
-                self.config.memory_limit,
+                limit,
                 &mut out,
                 &mut spill,
             );
@@ -573,6 +707,10 @@ impl Runtime {
         self.held.fetch_sub(bytes, Relaxed);
         self.pooled_hot.fetch_add(bytes, Relaxed);
         self.stats.pool_gives.fetch_add(1, Relaxed);
+        // Wake the threads waiting for memory (SeqCst pairs with wait_for_give: either this
+        // sees the waiter, or the waiter's futex sees the new count and does not sleep).
+        self.gives.fetch_add(1, SeqCst);
+        self.wake_waiters();
         self.trim();
     }
 
@@ -662,6 +800,8 @@ pub struct ThreadChain {
     cap: Cell<usize>,
     refilled: Cell<bool>,
     released: Cell<usize>,
+    /// Whether the thread holds a growth token (see [`Runtime`]'s memory pressure).
+    grower: Cell<bool>,
 }
 
 impl ThreadChain {
@@ -679,6 +819,7 @@ impl ThreadChain {
             cap: Cell::new(0),
             refilled: Cell::new(false),
             released: Cell::new(0),
+            grower: Cell::new(false),
         }
     }
 
@@ -842,6 +983,7 @@ impl ThreadChain {
             self.released.set(self.released.get() + rest.len());
         }
         rt.give(k, rest);
+        rt.release_growth_token(self);
     }
 
     fn set_budget(&self, rt: &Runtime, thread_stack: usize) {
@@ -1148,6 +1290,7 @@ impl ThreadChain {
             let all = self.caches[k].take();
             rt.give(k, all);
         }
+        rt.release_growth_token(self);
         self.top.set(ptr::null_mut());
         self.depth.set(0);
         self.chain_bytes.set(0);

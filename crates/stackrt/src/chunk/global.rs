@@ -201,6 +201,10 @@ fn build_runtime(guard: bool) -> Runtime {
         .max(16);
     let mut config = RuntimeConfig::new(geometry, stack_limit, max_mappings);
     config.memory_limit = memory_limit;
+    config.soft_limit = memory_limit / 3;
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    config.max_growers = usize::try_from(cpus).unwrap_or(1).max(1);
     config.count_stats = count_stats;
     config.reclaim_budget = RuntimeConfig::default_reclaim_budget(chunk_size);
     Runtime::new(config)
