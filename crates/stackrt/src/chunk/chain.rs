@@ -97,7 +97,7 @@ pub const DEFAULT_CACHE_MAX_BYTES: usize = 512 << 10;
 pub const DEFAULT_POOL_FLOOR_BYTES: usize = 4 << 20;
 
 /// Longest wait of a thread that needs fresh chunk memory above the soft limit.
-pub const DEFAULT_GROWTH_WAIT_MS: u64 = 100;
+pub const DEFAULT_GROWTH_WAIT_MS: u64 = 1000;
 
 /// Length of a window of the release policy.
 pub const DEFAULT_TRIM_WINDOW_MS: u64 = 1000;
