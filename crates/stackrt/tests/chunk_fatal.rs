@@ -5,7 +5,9 @@
 //! `stackrt_chunk_thread_enter` is a real 16-byte aligned buffer of the child: the runtime
 //! stores the reclaim budget there.
 
-use std::cell::UnsafeCell;
+mod common;
+
+use common::NativeStack;
 use std::process::Command;
 
 use stackrt::chunk::chain::DEFAULT_RECLAIM_BYTES;
@@ -75,24 +77,6 @@ fn fatal(case: &str, env: &[(&str, &str)], expected: &[String]) {
     assert_eq!(runtime_lines(&err), expected, "{err}");
 }
 
-/// The child's thread stack area: 16-byte aligned; its first 4 bytes take the budget.
-#[repr(C, align(16))]
-struct NativeStack(UnsafeCell<[u32; 4]>);
-
-impl NativeStack {
-    fn addr(&self) -> usize {
-        self.0.get() as usize
-    }
-    fn budget(&self) -> u32 {
-        // SAFETY: our own cell; the runtime writes it only during its calls on this thread.
-        unsafe { std::ptr::read_volatile(self.0.get().cast::<u32>()) }
-    }
-    fn set_budget(&self, v: u32) {
-        // SAFETY: as in `budget`: what compiled code does at an inline unlink.
-        unsafe { std::ptr::write_volatile(self.0.get().cast::<u32>(), v) }
-    }
-}
-
 /// One overflow `below` bytes under `cur`'s header.
 fn overflow(cur: *mut ChunkHeader, below: usize, reserve: usize) -> *mut ChunkHeader {
     stackrt_chunk_overflow(cur, cur as usize - below, reserve)
@@ -105,7 +89,7 @@ fn child_entry() {
     let Ok(case) = std::env::var("CHUNK_CHILD") else {
         return;
     };
-    let native = NativeStack(UnsafeCell::new([0; 4]));
+    let native = NativeStack::new(0);
     let enter = |need: usize| stackrt_chunk_thread_enter(native.addr(), need);
     match case.as_str() {
         "limit" => {
@@ -137,7 +121,7 @@ fn child_entry() {
             }
             // A first chunk for a large need, on another thread.
             std::thread::spawn(|| {
-                let native = NativeStack(UnsafeCell::new([0; 4]));
+                let native = NativeStack::new(0);
                 let h = stackrt_chunk_thread_enter(native.addr(), 50000);
                 // SAFETY: h is the thread's first chunk.
                 assert_eq!(unsafe { (*h).map_len }, 65536);
@@ -176,7 +160,7 @@ fn child_entry() {
         "mixed_guard" => {
             let _a = enter(0);
             std::thread::spawn(|| {
-                let native = NativeStack(UnsafeCell::new([0; 4]));
+                let native = NativeStack::new(0);
                 stackrt_chunk_thread_enter_guarded(native.addr(), 0);
             })
             .join()

@@ -22,7 +22,9 @@
 //! The named tests after it pin hand-derived scenarios: the hot split, the reclaim budget, the
 //! release policy over windows, page release, the memory and mapping limits, a failed carve.
 
-use std::cell::UnsafeCell;
+mod common;
+
+use common::NativeStack;
 use std::collections::HashMap;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -41,31 +43,6 @@ const W: u64 = 10;
 
 /// What a budget word holds when the runtime must not write it (no budget configured).
 const UNTOUCHED: u32 = 0x5eed_5eed;
-
-/// A simulated thread's native stack: the thread stack address `T` is its start, 16-byte
-/// aligned; the runtime stores the reclaim budget in its first 4 bytes.
-#[repr(C, align(16))]
-struct NativeStack(UnsafeCell<[u32; 4]>);
-
-impl NativeStack {
-    fn new() -> Box<Self> {
-        Box::new(NativeStack(UnsafeCell::new([UNTOUCHED, 0, 0, 0])))
-    }
-
-    fn addr(&self) -> usize {
-        self.0.get() as usize
-    }
-
-    fn budget(&self) -> u32 {
-        // SAFETY: the cell is ours and alive; the runtime writes it only during its calls.
-        unsafe { ptr::read_volatile(self.0.get().cast::<u32>()) }
-    }
-
-    fn set_budget(&self, v: u32) {
-        // SAFETY: as in `budget`; this is what compiled code does at an inline unlink.
-        unsafe { ptr::write_volatile(self.0.get().cast::<u32>(), v) }
-    }
-}
 
 /// Bytes a fresh chunk of `size` bytes offers a checkpoint's reserve (header.rs).
 fn capacity(size: usize) -> usize {
@@ -155,7 +132,7 @@ impl MThread {
     fn new() -> Self {
         MThread {
             chain: ThreadChain::new(),
-            stack: NativeStack::new(),
+            stack: Box::new(NativeStack::new(UNTOUCHED)),
             id: None,
             active: false,
             links: Vec::new(),
@@ -1376,7 +1353,7 @@ fn hot_split(
     cfg.reclaim_budget = budget;
     let rt = Runtime::new(cfg);
     let chain = ThreadChain::new();
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let first = chain.enter(&rt, stack.addr(), 0).unwrap();
     let sp = first.as_ptr() as usize - 100;
     let mut seen = std::collections::HashSet::new();
@@ -1466,7 +1443,7 @@ fn reclaim_budget_bounds_unlinked_chunks() {
     cfg.reclaim_budget = 8;
     let rt = Runtime::new(cfg);
     let chain = ThreadChain::new();
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let hs = dive(&rt, &chain, stack.addr(), 101);
     assert_eq!(stack.budget(), 8);
     let mut running = 101;
@@ -1520,7 +1497,7 @@ fn release_policy_follows_the_recent_peak() {
     let rt = Runtime::new(policy_config(clock, 16));
     let cs = rt.config().geometry.chunk_size;
     let page = page_size();
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     for round in 0..5 {
         // Round 0 carves 10 chunks one by one; each later round takes them back as the one
         // batch of 10 the previous exit gave, the window having rotated in between.
@@ -1567,7 +1544,7 @@ fn trim_gives_back_every_batch_over_the_allowance() {
     }
     let rt = Runtime::new(policy_config(clock, 2));
     let cs = rt.config().geometry.chunk_size;
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     dive(&rt, &chain, stack.addr(), 10);
     chain.exit(&rt).unwrap();
@@ -1601,7 +1578,7 @@ fn released_pages_are_not_resident() {
     cfg.geometry = ChunkGeometry::new(4 * page_size(), 0).unwrap();
     let rt = Runtime::new(cfg);
     let page = page_size();
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     let hs = dive(&rt, &chain, stack.addr(), 4);
     let stack_pages = |h: *mut ChunkHeader| {
@@ -1661,7 +1638,7 @@ fn memory_limit_refuses_the_chunk_that_does_not_fit() {
     let cs = cfg.geometry.chunk_size;
     cfg.memory_limit = 3 * cs;
     let rt = Runtime::new(cfg);
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     let hs = dive(&rt, &chain, stack.addr(), 3);
     let top = hs[2];
@@ -1705,7 +1682,7 @@ fn memory_limit_admits_the_chunk_that_fits() {
     let cs = cfg.geometry.chunk_size;
     cfg.memory_limit = 3 * cs;
     let rt = Runtime::new(cfg);
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     let a = chain.enter(&rt, stack.addr(), 0).unwrap().as_ptr();
     let b = chain.overflow(&rt, a, a as usize - 64, 0).unwrap().as_ptr();
@@ -1734,7 +1711,7 @@ fn spilled_chunks_stay_within_the_memory_limit() {
     cfg.arena_size = 4 * cs;
     cfg.memory_limit = 5 * cs;
     let rt = Runtime::new(cfg);
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     let big = capacity(cs) + 1;
     let a = chain.enter(&rt, stack.addr(), 0).unwrap().as_ptr();
@@ -1777,7 +1754,7 @@ fn failed_carve_loses_no_chunk() {
     cfg.cache_max = 4;
     cfg.max_batch = 4;
     let rt = Runtime::new(cfg);
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     let mut top = chain
         .enter(&rt, stack.addr(), capacity(page) + 1)
@@ -1830,7 +1807,7 @@ fn map_limit_counts_guarded_chunks() {
     cfg.geometry = ChunkGeometry::new(2 * page, page).unwrap();
     cfg.max_mappings = 7;
     let rt = Runtime::new(cfg);
-    let stack = NativeStack::new();
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
     let chain = ThreadChain::new();
     let hs = dive(&rt, &chain, stack.addr(), 2);
     assert_eq!(

@@ -9,7 +9,9 @@
 //!
 //! Only one `#[test]` uses the process-wide runtime: its counters are process-wide.
 
-use std::cell::UnsafeCell;
+mod common;
+
+use common::NativeStack;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier, Mutex};
 
@@ -29,28 +31,6 @@ const CHUNK: usize = 16384;
 
 /// The budget the process-wide runtime stores: `DEFAULT_RECLAIM_BYTES` of standard chunks.
 const BUDGET: u32 = (DEFAULT_RECLAIM_BYTES / CHUNK) as u32;
-
-/// A thread's native stack area: the thread stack address is its start (16-byte aligned), and
-/// the runtime keeps the reclaim budget in its first 4 bytes.
-#[repr(C, align(16))]
-struct NativeStack(UnsafeCell<[u32; 4]>);
-
-impl NativeStack {
-    fn new() -> Self {
-        NativeStack(UnsafeCell::new([0; 4]))
-    }
-    fn addr(&self) -> usize {
-        self.0.get() as usize
-    }
-    fn budget(&self) -> u32 {
-        // SAFETY: our own cell; the runtime writes it only during its calls on this thread.
-        unsafe { std::ptr::read_volatile(self.0.get().cast::<u32>()) }
-    }
-    fn set_budget(&self, v: u32) {
-        // SAFETY: as in `budget`; what compiled code does at an inline unlink.
-        unsafe { std::ptr::write_volatile(self.0.get().cast::<u32>(), v) }
-    }
-}
 
 /// The size of the chunk a reserve needs: the smallest `CHUNK << k` that holds it.
 fn class_size(reserve: usize) -> usize {
@@ -108,7 +88,7 @@ impl Walker {
     /// Boxed: the runtime keeps the address of `native` (the thread stack address).
     fn enter(owner: u64, need: usize) -> Box<Self> {
         let mut me = Box::new(Walker {
-            native: NativeStack::new(),
+            native: NativeStack::new(0),
             owner,
             chain: Vec::new(),
             running: 0,
@@ -345,7 +325,7 @@ fn entry_points_from_many_threads() {
     // Phase 2: a thread that ends without stackrt_chunk_thread_exit (sthread_exit's path).
     let before = rt.stats().snapshot();
     std::thread::spawn(|| {
-        let native = NativeStack::new();
+        let native = NativeStack::new(0);
         let first = stackrt_chunk_thread_enter(native.addr(), 0);
         let a = stackrt_chunk_overflow(first, first as usize - 64, 100);
         let _b = stackrt_chunk_overflow(a, a as usize - 64, 100);
