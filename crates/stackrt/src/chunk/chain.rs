@@ -687,6 +687,12 @@ impl Runtime {
         if n == 0 {
             return;
         }
+        // Accounted before the chunks become visible in the pool: a taker's subtraction then
+        // always follows this addition (no transient wrap-around of `pooled_hot`, which the
+        // release policy and the resident-peak statistic read).
+        let bytes = n * self.config.class_size(k);
+        self.held.fetch_sub(bytes, Relaxed);
+        self.pooled_hot.fetch_add(bytes, Relaxed);
         let max = self.config.max_batch.max(1);
         let mut batches: [FreeList; 16] = [const { FreeList::new() }; 16];
         while !list.is_empty() {
@@ -703,9 +709,6 @@ impl Runtime {
                 }
             });
         }
-        let bytes = n * self.config.class_size(k);
-        self.held.fetch_sub(bytes, Relaxed);
-        self.pooled_hot.fetch_add(bytes, Relaxed);
         self.stats.pool_gives.fetch_add(1, Relaxed);
         // Wake the threads waiting for memory (SeqCst pairs with wait_for_give: either this
         // sees the waiter, or the waiter's futex sees the new count and does not sleep).
