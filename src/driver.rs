@@ -97,15 +97,16 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
             )));
         }
     }
-    if let (Mech::Lookahead, Some(size)) = (opts.mech, opts.chunk_size) {
+    if let (Mech::Lookahead | Mech::Mmu | Mech::MmuReuse, Some(size)) = (opts.mech, opts.chunk_size)
+    {
         cmm_codegen::callgraph::validate_chunk_size(size as u64)
             .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
     }
     match opts.backend {
-        Backend::Emit if emit_mech(opts.mech, opts.chunk_size).is_none() => {
+        Backend::Emit if emit_mech(opts.mech, opts.chunk_size, opts.target).is_none() => {
             Err(DriverError::unsupported(format!(
-                "the emission back end implements --mech traditional, callee-cleanup and \
-                 lookahead, not {}",
+                "the emission back end implements --mech traditional, callee-cleanup, \
+                 lookahead, mmu and mmu-reuse, not {}",
                 opts.mech.name()
             )))
         }
@@ -152,7 +153,7 @@ fn generate(
                     Target::I686 => cmm_codegen::emit::Target::I686,
                     Target::X86_64 => cmm_codegen::emit::Target::X86_64,
                 },
-                mech: emit_mech(opts.mech, opts.chunk_size)
+                mech: emit_mech(opts.mech, opts.chunk_size, opts.target)
                     .ok_or_else(|| DriverError::unsupported("mechanism"))?,
             };
             let asm = cmm_codegen::emit::emit_program(lowered, &emit_opts)
@@ -167,14 +168,24 @@ fn generate(
 }
 
 /// The emission stage's mechanism for a `--mech` choice, if it implements it.
-fn emit_mech(m: Mech, chunk_size: Option<u32>) -> Option<cmm_codegen::emit::MechKind> {
+fn emit_mech(
+    m: Mech,
+    chunk_size: Option<u32>,
+    target: Target,
+) -> Option<cmm_codegen::emit::MechKind> {
     match m {
         Mech::Traditional => Some(cmm_codegen::emit::MechKind::Traditional),
         Mech::CalleeCleanup => Some(cmm_codegen::emit::MechKind::CalleeCleanup),
         Mech::Lookahead => Some(cmm_codegen::emit::MechKind::Lookahead {
             chunk_size: chunk_size.unwrap_or(cmm_codegen::callgraph::DEFAULT_CHUNK_SIZE),
         }),
-        _ => None,
+        Mech::Mmu | Mech::MmuReuse => Some(cmm_codegen::emit::MechKind::Mmu {
+            reuse: m == Mech::MmuReuse,
+            chunk_size: chunk_size.unwrap_or_else(|| {
+                cmm_codegen::emit::mech::mmu::default_chunk_size(emit_target(target))
+            }),
+        }),
+        Mech::Heap => None,
     }
 }
 

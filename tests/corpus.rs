@@ -49,6 +49,16 @@ const CONFIGS: &[Config] = &[
     // standard chunk holds, so it runs on a larger chunk the runtime links for it.
     Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096) },
     Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096) },
+    // MMU: the default chunk size (1 MiB on x86-64, 128 KiB on i686) and the smallest (a guard
+    // fault every few calls; every C call's probes reach past a 4 KiB chunk into a larger one).
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096) },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.

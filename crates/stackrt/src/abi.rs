@@ -33,6 +33,18 @@ pub const ABI_CALLEE_CLEANUP: u32 = 2;
 /// through `crate::mech::lookahead`.
 pub const ABI_LOOKAHEAD: u32 = 3;
 
+/// `__cmm_abi` value of the emission stage's `mmu` mechanism (thesis 3.4.4): linked stack
+/// chunks with a guard page; the caller writes the callee's return address at the deepest word
+/// of its frame before the call (the probe, `crate::mech::mmu`), the callee removes its frame
+/// and arguments and jumps through that word; `ebp`/`rbp` holds the caller's SP during a call
+/// sequence. A probe in the guard page is a `SIGSEGV` that `crate::signals` turns into a new
+/// chunk; every underflow gives its chunk back to the system. Defines `__cmm_chunk_size`.
+pub const ABI_MMU: u32 = 4;
+
+/// `__cmm_abi` value of `mmu-reuse` (paper 4.5, MMU-with-reuse): as [`ABI_MMU`], with chunks
+/// kept in the thread's cache and the shared pool, and an underflow stub that makes no call.
+pub const ABI_MMU_REUSE: u32 = 5;
+
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
 pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
 

@@ -4,6 +4,7 @@ pub mod abi;
 pub mod arch;
 pub mod chunk;
 pub mod mech;
+pub mod signals;
 pub mod start;
 pub mod stats;
 pub mod threads;

@@ -57,6 +57,11 @@ pub fn check_abi(abi: u32) {
 pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_char) -> c_int {
     let abi = program_abi();
     check_abi(abi);
+    if abi == crate::abi::ABI_MMU {
+        crate::chunk::global::set_no_reuse();
+    }
+    crate::signals::install(abi);
+    crate::signals::thread_setup(crate::mech::is_fixed_stack_abi(abi), true);
     if crate::mech::is_emitted_abi(abi) {
         // SAFETY: the object was compiled by the emission stage with convention `abi`, and
         // `cmm_main` takes (int argc, char **argv) (the lowering's contract).

@@ -43,6 +43,8 @@ pub struct Stats {
     pub peak_resident_bytes: AtomicU64,
     /// Calls of compiled code whose reclaim budget ran out.
     pub reclaims: AtomicU64,
+    /// Guard-page faults of the MMU mechanisms that grew a stack (each one an overflow).
+    pub faults: AtomicU64,
     /// Sleeps waiting for memory above the soft limit, and the threads that waited until the
     /// deadline and carved anyway.
     pub growth_waits: AtomicU64,
@@ -84,6 +86,7 @@ pub struct StatsSnapshot {
     pub bytes_mapped: u64,
     pub peak_resident_bytes: u64,
     pub reclaims: u64,
+    pub faults: u64,
     pub growth_waits: u64,
     pub growth_timeouts: u64,
     pub chunks_in_use: u64,
@@ -114,6 +117,7 @@ impl Stats {
             bytes_mapped: AtomicU64::new(0),
             peak_resident_bytes: AtomicU64::new(0),
             reclaims: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
             growth_waits: AtomicU64::new(0),
             growth_timeouts: AtomicU64::new(0),
             chunks_in_use: AtomicU64::new(0),
@@ -164,6 +168,7 @@ impl Stats {
             bytes_mapped: self.bytes_mapped.load(Relaxed),
             peak_resident_bytes: self.peak_resident_bytes.load(Relaxed),
             reclaims: self.reclaims.load(Relaxed),
+            faults: self.faults.load(Relaxed),
             growth_waits: self.growth_waits.load(Relaxed),
             growth_timeouts: self.growth_timeouts.load(Relaxed),
             chunks_in_use: self.chunks_in_use.load(Relaxed),
@@ -215,6 +220,7 @@ impl StatsSnapshot {
             s.peak_resident_bytes
         )?;
         writeln!(out, "stackrt:   reclaim calls         {}", s.reclaims)?;
+        writeln!(out, "stackrt:   guard faults taken    {}", s.faults)?;
         writeln!(
             out,
             "stackrt:   waits for memory      {} ({} gave up waiting)",

@@ -51,6 +51,11 @@ pub enum MechKind {
     /// Thesis 3.4.3: linked stack chunks of `chunk_size` bytes, checkpoint calls test for room
     /// (`mech::lookahead`).
     Lookahead { chunk_size: u32 },
+    /// Thesis 3.4.4 / paper 4.5: linked stack chunks with a guard page; the caller's probe
+    /// faults into the runtime's `SIGSEGV` handler on overflow (`mech::mmu`). `reuse`: the
+    /// paper's MMU-with-reuse (`mmu-reuse`), chunks kept in caches and the shared pool;
+    /// without it (`mmu`) every underflow gives its chunk back to the system, as the thesis's.
+    Mmu { reuse: bool, chunk_size: u32 },
 }
 
 impl MechKind {
@@ -64,6 +69,10 @@ impl MechKind {
             "callee-cleanup" => Some(MechKind::CalleeCleanup),
             "lookahead" => Some(MechKind::Lookahead {
                 chunk_size: crate::callgraph::DEFAULT_CHUNK_SIZE,
+            }),
+            "mmu" | "mmu-reuse" => Some(MechKind::Mmu {
+                reuse: s == "mmu-reuse",
+                chunk_size: mech::mmu::DEFAULT_CHUNK_SIZE_64,
             }),
             _ => None,
         }
@@ -102,7 +111,56 @@ pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, Em
     if let MechKind::Lookahead { chunk_size } = opts.mech {
         return mech::lookahead::emit_program(p, opts, chunk_size);
     }
+    if let MechKind::Mmu { reuse, chunk_size } = opts.mech {
+        return mech::mmu::emit_program(p, opts, reuse, chunk_size);
+    }
     let mech = mech::by_kind(opts.mech);
+    check_pointer_type(p, opts)?;
+    let mut out = String::new();
+    out.push_str("\t.intel_syntax noprefix\n");
+    let _ = writeln!(
+        out,
+        "# cmm emission stage: target {:?}, mechanism {}",
+        opts.target,
+        mech.name()
+    );
+    out.push_str("\t.text\n");
+    let printed = print_all(p, opts.target, mech)?;
+    let mut frame_sizes = Vec::with_capacity(p.functions.len());
+    let mut rodata = String::new();
+    for f in printed {
+        out.push_str(&f.text);
+        rodata.push_str(&f.rodata);
+        frame_sizes.push(f.frame_size);
+    }
+    emit_data(p, opts, mech, &frame_sizes, &rodata, &mut out);
+    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
+    Ok(out)
+}
+
+/// The whole-program step every mechanism can use: instruction selection, register allocation
+/// and printing of every function under `mech`, in program order. Mechanisms whose sequences
+/// depend on other functions' frames (`lookahead`'s reserves, `mmu`'s probe distances) run it
+/// twice: first to learn the frames, then to print with them.
+pub fn print_all(
+    p: &LoweredProgram,
+    target: Target,
+    mech: &dyn Mechanism,
+) -> Result<Vec<print::Printed>, EmitError> {
+    let mut out = Vec::with_capacity(p.functions.len());
+    for (i, f) in p.functions.iter().enumerate() {
+        let err = |message: String| EmitError {
+            function: Some(f.name.clone()),
+            message,
+        };
+        let vcode = isel::lower_function(p, i, target, mech).map_err(err)?;
+        out.push(print::print_function(p, i, &vcode, target, mech).map_err(err)?);
+    }
+    Ok(out)
+}
+
+/// Checks that the program was lowered for the target's pointer width.
+pub(crate) fn check_pointer_type(p: &LoweredProgram, opts: &EmitOptions) -> Result<(), EmitError> {
     let want_ptr = match opts.target {
         Target::I686 => cranelift_codegen::ir::types::I32,
         Target::X86_64 => cranelift_codegen::ir::types::I64,
@@ -116,34 +174,10 @@ pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, Em
             ),
         });
     }
-    let mut out = String::new();
-    out.push_str("\t.intel_syntax noprefix\n");
-    let _ = writeln!(
-        out,
-        "# cmm emission stage: target {:?}, mechanism {}",
-        opts.target,
-        mech.name()
-    );
-    out.push_str("\t.text\n");
-    let mut frame_sizes = Vec::with_capacity(p.functions.len());
-    let mut rodata = String::new();
-    for (i, f) in p.functions.iter().enumerate() {
-        let err = |message: String| EmitError {
-            function: Some(f.name.clone()),
-            message,
-        };
-        let vcode = isel::lower_function(p, i, opts.target, mech).map_err(err)?;
-        let printed = print::print_function(p, i, &vcode, opts.target, mech).map_err(err)?;
-        out.push_str(&printed.text);
-        rodata.push_str(&printed.rodata);
-        frame_sizes.push(printed.frame_size);
-    }
-    emit_data(p, opts, mech, &frame_sizes, &rodata, &mut out);
-    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
-    Ok(out)
+    Ok(())
 }
 
-fn emit_data(
+pub(crate) fn emit_data(
     p: &LoweredProgram,
     opts: &EmitOptions,
     mech: &dyn Mechanism,

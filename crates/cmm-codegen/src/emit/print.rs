@@ -78,6 +78,12 @@ struct Printer<'a> {
     rodata: String,
     /// Bytes pushed since the body's stack pointer (inside call sequences).
     depth: u32,
+    /// Inside a call sequence of a mechanism with a call base register
+    /// ([`Mechanism::call_base`]): that register and the pushed bytes when it took the SP.
+    /// Spill slots read by the pushes are then addressed from it.
+    base: Option<(&'static str, u32)>,
+    /// Bytes at the bottom of the frame the mechanism owns ([`Mechanism::frame_bottom`]).
+    bottom: u32,
     spill_bytes: u32,
     frame: FrameInfo<'a>,
     /// Offset of the first incoming argument from the body's stack pointer.
@@ -133,9 +139,10 @@ pub fn print_function(
     saved.sort_by_key(|r| r.hw_enc());
 
     // Frame layout.
+    let bottom = mech.frame_bottom(target);
     let spill_bytes = (ra.num_spillslots as u32 * 8).div_ceil(16) * 16;
     let slots_end = spill_bytes + stack_slots_size(&lf.func).div_ceil(8) * 8;
-    let content = slots_end + 8 * saved.len() as u32;
+    let content = bottom + slots_end + 8 * saved.len() as u32;
     let arg_bytes: u32 = lf
         .func
         .signature
@@ -159,6 +166,8 @@ pub fn print_function(
         out: String::new(),
         rodata: String::new(),
         depth: 0,
+        base: None,
+        bottom,
         spill_bytes,
         frame,
         args_at: frame_size + mech.entry_arg_offset(target),
@@ -167,7 +176,7 @@ pub fn print_function(
         saved: saved
             .iter()
             .enumerate()
-            .map(|(i, r)| (*r, slots_end + 8 * i as u32))
+            .map(|(i, r)| (*r, bottom + slots_end + 8 * i as u32))
             .collect(),
         ret_only: Vec::new(),
         branch_only: Vec::new(),
@@ -372,9 +381,22 @@ impl<'a> Printer<'a> {
         self.out.push('\n');
     }
 
-    /// The address of spill slot `slot` from the current stack pointer.
+    /// The address of spill slot `slot` from the current stack pointer (or the call base).
     fn spill_addr(&self, slot: usize) -> String {
-        format!("[{} + {}]", self.target.sp(), slot as u32 * 8 + self.depth)
+        self.frame_ref(slot as u32 * 8)
+    }
+
+    /// The address of the frame byte `off` bytes above the spill slots: from the stack pointer,
+    /// or inside a call sequence with a call base register, from that register.
+    fn frame_ref(&self, off: u32) -> String {
+        match self.base {
+            Some((r, at)) => format!("[{r} + {}]", off + self.bottom + at),
+            None => format!(
+                "[{} + {}]",
+                self.target.sp(),
+                off + self.bottom + self.depth
+            ),
+        }
     }
 
     fn reg(&self, a: Allocation, w: Width) -> R<&'static str> {
@@ -411,7 +433,7 @@ impl<'a> Printer<'a> {
             Base::Reg(o) => parts.push(self.reg(allocs[*o as usize], aw)?.to_string()),
             Base::Slot(off) => {
                 parts.push(self.target.sp().to_string());
-                disp += i64::from(self.spill_bytes + off + self.depth);
+                disp += i64::from(self.spill_bytes + off + self.bottom + self.depth);
             }
             Base::Sym(s) => {
                 if self.target == Target::X86_64 && a.index.is_none() {
@@ -560,14 +582,14 @@ impl<'a> Printer<'a> {
                 let slot = a.as_stack().ok_or("argument without allocation")?.index() as u32 * 8;
                 match self.target {
                     Target::X86_64 => {
-                        self.line(format!("push qword ptr [rsp + {}]", slot + self.depth));
+                        self.line(format!("push qword ptr {}", self.frame_ref(slot)));
                         self.depth += 8;
                     }
                     Target::I686 => {
                         // High half first: it lives at the higher address.
-                        self.line(format!("push dword ptr [esp + {}]", slot + 4 + self.depth));
+                        self.line(format!("push dword ptr {}", self.frame_ref(slot + 4)));
                         self.depth += 4;
-                        self.line(format!("push dword ptr [esp + {}]", slot + self.depth));
+                        self.line(format!("push dword ptr {}", self.frame_ref(slot)));
                         self.depth += 4;
                     }
                 }
@@ -979,8 +1001,10 @@ impl<'a> Printer<'a> {
                 return_label: &ret_label,
             };
             let mut pre = String::new();
+            let at = self.depth;
             self.depth += self.mech.call_prefix(&site, &mut pre);
             self.out.push_str(&pre);
+            self.base = self.mech.call_base(self.target).map(|r| (r, at));
             for s in info.stack_args.iter().rev() {
                 self.push_arg(al[s.op as usize], s.kind)?;
             }
@@ -988,6 +1012,7 @@ impl<'a> Printer<'a> {
             self.mech.call_suffix(&site, &mut post);
             self.out.push_str(&post);
             self.depth = 0;
+            self.base = None;
             return Ok(());
         }
         // A C function: cdecl (i686) or System V (x86-64), 16-byte aligned at the call.
@@ -1000,6 +1025,14 @@ impl<'a> Printer<'a> {
             })
             .sum();
         let pad = (16 - arg_bytes % 16) % 16;
+        let site = CallSite {
+            target: self.target,
+            callee: &info.symbol,
+            arg_bytes: pad + arg_bytes,
+            return_label: "",
+        };
+        self.mech.extern_call_prefix(&site, &mut self.out);
+        self.base = self.mech.call_base(self.target).map(|r| (r, self.depth));
         if pad != 0 {
             self.line(format!("sub {sp}, {pad}"));
             self.depth += pad;
@@ -1010,12 +1043,7 @@ impl<'a> Printer<'a> {
         if let Some(n) = info.variadic_vec_regs {
             self.line(format!("mov eax, {n}"));
         }
-        let site = CallSite {
-            target: self.target,
-            callee: &info.symbol,
-            arg_bytes: pad + arg_bytes,
-            return_label: "",
-        };
+        self.base = None;
         self.mech.extern_call_check(&site, &mut self.out);
         self.line(format!("call {}", info.symbol));
         let mut cleanup = pad + arg_bytes;

@@ -5,7 +5,11 @@
 mod i686;
 #[cfg(target_arch = "x86")]
 mod i686_lookahead;
+#[cfg(target_arch = "x86")]
+mod i686_mmu;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 mod x86_64_lookahead;
+#[cfg(target_arch = "x86_64")]
+mod x86_64_mmu;

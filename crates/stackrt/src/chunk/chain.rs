@@ -147,6 +147,10 @@ pub struct RuntimeConfig {
     /// Whether the hot-path statistics are counted (`STACKRT_STATS=1`). Slow-path counters
     /// (carving, batches, arenas, releases) are always counted.
     pub count_stats: bool,
+    /// Whether unlinked chunks are kept for reuse (thread caches, resident pool). `false` is
+    /// the thesis's `mmu` without reuse: every unlinked chunk's pages go back to the system
+    /// at once (`madvise`), and every new chunk is taken from the released ones (or carved).
+    pub reuse: bool,
 }
 
 impl RuntimeConfig {
@@ -171,6 +175,7 @@ impl RuntimeConfig {
             reclaim_budget: 0,
             max_mappings,
             count_stats: true,
+            reuse: true,
         }
     }
 
@@ -465,7 +470,7 @@ impl Runtime {
         if k == 0 {
             chain.adapt_cap_at_refill(&self.config);
         }
-        let want = if k == 0 {
+        let want = if k == 0 && self.config.reuse {
             (chain.cap.get() / 2).clamp(1, self.config.max_batch.max(1))
         } else {
             1
@@ -763,6 +768,22 @@ impl Runtime {
                 self.pools[k].with(|p| p.cold.splice(batch));
             }
         }
+    }
+
+    /// Without reuse: gives the pages of the just-unlinked chunk `h` of class `k` back to the
+    /// system and puts it with the pool's released chunks (one `madvise`, one lock operation).
+    fn release_now(&self, k: usize, h: *mut ChunkHeader) {
+        self.held.fetch_sub(self.config.class_size(k), Relaxed);
+        // SAFETY: h was just unlinked by its thread: free, mapped, nothing runs on it.
+        let released = unsafe { release_pages(h, self.page) };
+        self.stats.chunks_released.fetch_add(1, Relaxed);
+        self.stats
+            .bytes_released
+            .fetch_add(released as u64, Relaxed);
+        let mut l = FreeList::new();
+        // SAFETY: h is free and owned here until it is in the pool.
+        unsafe { l.push(h) };
+        self.pools[k].with(|p| p.cold.splice(l));
     }
 
     fn note_resident(&self) {
@@ -1253,8 +1274,12 @@ impl ThreadChain {
         let k = rt.class_of(top);
         self.chain_bytes
             .set(self.chain_bytes.get() - rt.config.class_size(k));
-        // SAFETY: top was just unlinked: free, mapped, owned by this thread.
-        self.with_cache(k, |c| unsafe { c.push(top) });
+        if rt.config.reuse {
+            // SAFETY: top was just unlinked: free, mapped, owned by this thread.
+            self.with_cache(k, |c| unsafe { c.push(top) });
+        } else {
+            rt.release_now(k, top);
+        }
         if rt.config.count_stats {
             rt.stats.underflows.fetch_add(1, Relaxed);
             rt.stats.chunks_unlinked(1, rt.config.class_size(k) as u64);

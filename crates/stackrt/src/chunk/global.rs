@@ -176,6 +176,16 @@ fn byte_setting(name: &str, default: usize) -> usize {
     }
 }
 
+/// Whether the runtime keeps unlinked chunks for reuse ([`RuntimeConfig::reuse`]); set by the
+/// `mmu` mechanism (no reuse) before the first thread enters, read when the runtime is built.
+static REUSE: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(true);
+
+/// Makes the runtime give every unlinked chunk back to the system (`--mech mmu`, the thesis's
+/// MMU without reuse). Must be called before the first `stackrt_chunk_thread_enter*`.
+pub fn set_no_reuse() {
+    REUSE.store(false, core::sync::atomic::Ordering::Relaxed);
+}
+
 fn build_runtime(guard: bool) -> Runtime {
     let chunk_size = program_chunk_size().unwrap_or(DEFAULT_CHUNK_SIZE);
     let guard_size = if guard { page_size() } else { 0 };
@@ -207,6 +217,7 @@ fn build_runtime(guard: bool) -> Runtime {
     config.max_growers = usize::try_from(cpus).unwrap_or(1).max(1);
     config.count_stats = count_stats;
     config.reclaim_budget = RuntimeConfig::default_reclaim_budget(chunk_size);
+    config.reuse = REUSE.load(core::sync::atomic::Ordering::Relaxed);
     Runtime::new(config)
 }
 
@@ -364,6 +375,55 @@ pub extern "C" fn stackrt_chunk_size() -> usize {
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_current() -> *mut ChunkHeader {
     CHAIN.with(|c| c.top())
+}
+
+/// The chunk the calling thread's code runs on, for the MMU fault handler: the newest chunk of
+/// its chain that compiled code has not marked unlinked, as `(header, limit, guard size)`;
+/// None if the thread is not running chunked code. Async-signal-safe: TLS and header reads.
+pub fn running_chunk() -> Option<(*mut ChunkHeader, usize, usize)> {
+    let rt = RUNTIME.get()?;
+    CHAIN.with(|c| {
+        if !c.is_active() {
+            return None;
+        }
+        let mut h = c.top();
+        // SAFETY: the chain's headers are mapped while linked; marked ones stay linked until
+        // the runtime's next entry for this thread, which cannot be running (the fault came
+        // from compiled code).
+        while !h.is_null() && unsafe { (*h).thread_stack } == super::UNLINKED {
+            h = unsafe { (*h).prev_header };
+        }
+        if h.is_null() {
+            return None;
+        }
+        // SAFETY: as above.
+        let limit = unsafe { (*h).limit };
+        Some((h, limit, rt.config().geometry.guard_size))
+    })
+}
+
+/// The growth of an MMU fault: links a chunk after `cur` (from [`running_chunk`]) for a probe
+/// at `caller_sp` reaching `distance` bytes below it, and counts the fault. Ends the program
+/// with one line on error (the stack limit: a runaway recursion). Called from the `SIGSEGV`
+/// handler for a fault of compiled code only (the chain's methods are not reentrant).
+pub fn fault_overflow(
+    cur: *mut ChunkHeader,
+    caller_sp: usize,
+    distance: usize,
+) -> *mut ChunkHeader {
+    let rt = runtime_or_fatal();
+    if rt.config().count_stats {
+        rt.stats()
+            .faults
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+    CHAIN.with(|c| unwrap_or_fatal(c, c.overflow(rt, cur, caller_sp, distance)))
+}
+
+/// The calling thread's number in the chunk runtime (`None` before it entered chunked code):
+/// for the fault handler's messages.
+pub fn thread_number() -> Option<u32> {
+    CHAIN.with(|c| (c.id() != u32::MAX).then(|| c.id()))
 }
 
 /// An address in the caller's current stack frame (a local's), standing for its SP.

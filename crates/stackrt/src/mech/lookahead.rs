@@ -19,9 +19,13 @@ extern "C" {
 pub const NATIVE_THREAD_STACK: usize = 128 * 1024;
 
 /// The stack size `sthread_create` asks pthreads for under `abi`: `requested` for fixed-stack
-/// conventions, [`NATIVE_THREAD_STACK`] under `lookahead`.
+/// conventions, [`NATIVE_THREAD_STACK`] under the chunked ones (`lookahead`, `mmu`,
+/// `mmu-reuse`).
 pub fn thread_stack_request(abi: u32, requested: c_int) -> c_int {
-    if abi == crate::abi::ABI_LOOKAHEAD {
+    if abi == crate::abi::ABI_LOOKAHEAD
+        || abi == crate::abi::ABI_MMU
+        || abi == crate::abi::ABI_MMU_REUSE
+    {
         NATIVE_THREAD_STACK as c_int
     } else {
         requested

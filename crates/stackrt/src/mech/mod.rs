@@ -8,10 +8,11 @@
 use core::ffi::c_void;
 
 pub mod lookahead;
+pub mod mmu;
 
 use crate::abi::{
-    ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_LOOKAHEAD as LOOKAHEAD,
-    ABI_TRADITIONAL as TRADITIONAL,
+    ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_LOOKAHEAD as LOOKAHEAD, ABI_MMU as MMU,
+    ABI_MMU_REUSE as MMU_REUSE, ABI_TRADITIONAL as TRADITIONAL,
 };
 use crate::start::StartRoutine;
 
@@ -37,7 +38,16 @@ unsafe fn arg_count(fp: usize) -> usize {
 
 /// Whether [`enter`] knows the convention `abi`.
 pub fn is_emitted_abi(abi: u32) -> bool {
-    abi == TRADITIONAL || abi == CALLEE_CLEANUP || abi == LOOKAHEAD
+    abi == TRADITIONAL
+        || abi == CALLEE_CLEANUP
+        || abi == LOOKAHEAD
+        || abi == MMU
+        || abi == MMU_REUSE
+}
+
+/// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack.
+pub fn is_fixed_stack_abi(abi: u32) -> bool {
+    abi == TRADITIONAL || abi == CALLEE_CLEANUP
 }
 
 /// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
@@ -64,6 +74,9 @@ pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> 
         CALLEE_CLEANUP => Some(unsafe { stackrt_enter_callee_cleanup(fp, a0, a1, nargs) }),
         // SAFETY: as above for the lookahead convention (a fresh first chunk per entry).
         LOOKAHEAD => Some(unsafe { lookahead::enter(fp, a0, a1, nargs) }),
+        // SAFETY: as above for the MMU conventions (a fresh first chunk with a guard page; the
+        // thread got its alternate signal stack from `crate::signals::thread_setup`).
+        MMU | MMU_REUSE => Some(unsafe { mmu::enter(fp, a0, a1, nargs) }),
         _ => None,
     }
 }
@@ -89,6 +102,7 @@ pub fn thread_routine(abi: u32, fp: usize, arg: *mut c_void) -> (StartRoutine, *
 extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
     // SAFETY: `p` is the `Box<ThreadStart>` leaked by `thread_routine` for exactly this thread.
     let start = unsafe { Box::from_raw(p.cast::<ThreadStart>()) };
+    crate::signals::thread_setup(is_fixed_stack_abi(start.abi), false);
     // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
     // compiled with the program's convention `abi`.
     match unsafe { enter(start.abi, start.fp, start.arg, 0) } {

@@ -167,7 +167,7 @@ use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
 use crate::callgraph::{
     self, CallGraphConfig, CallGraphInput, CallGraphPlan, ChunkHeaderLayout, FunctionNode,
 };
-use crate::emit::{isel, print, regs, EmitError, EmitOptions, Target};
+use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::{LoweredProgram, NameTarget};
 use cmm_front::typed::Callee;
 
@@ -561,14 +561,7 @@ fn address_taken(p: &LoweredProgram) -> Vec<bool> {
 /// mechanism, for every function's frame and calls. Returns the analysis input.
 fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, State), EmitError> {
     let rec = Lookahead::new(p, None);
-    for (i, f) in p.functions.iter().enumerate() {
-        let err = |message: String| EmitError {
-            function: Some(f.name.clone()),
-            message,
-        };
-        let vcode = isel::lower_function(p, i, target, &rec).map_err(err)?;
-        print::print_function(p, i, &vcode, target, &rec).map_err(err)?;
-    }
+    crate::emit::print_all(p, target, &rec)?;
     let state = rec.state.into_inner();
     let taken = address_taken(p);
     let mut functions = Vec::with_capacity(p.functions.len());
@@ -681,13 +674,7 @@ pub fn emit_program(
     out.push_str("\t.text\n");
     let mut frame_sizes = Vec::with_capacity(p.functions.len());
     let mut rodata = String::new();
-    for (i, f) in p.functions.iter().enumerate() {
-        let err = |message: String| EmitError {
-            function: Some(f.name.clone()),
-            message,
-        };
-        let vcode = isel::lower_function(p, i, target, &mech).map_err(err)?;
-        let printed = print::print_function(p, i, &vcode, target, &mech).map_err(err)?;
+    for printed in crate::emit::print_all(p, target, &mech)? {
         out.push_str(&printed.text);
         rodata.push_str(&printed.rodata);
         frame_sizes.push(printed.frame_size);

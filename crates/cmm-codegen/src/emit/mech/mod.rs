@@ -12,10 +12,12 @@ use super::{MechKind, Target};
 
 mod callee_cleanup;
 pub mod lookahead;
+pub mod mmu;
 mod traditional;
 
 pub use callee_cleanup::CalleeCleanup;
 pub use lookahead::{Lookahead, LookaheadBase};
+pub use mmu::Mmu;
 pub use traditional::Traditional;
 
 /// What a mechanism needs to know about the function whose prologue/epilogue it writes.
@@ -63,6 +65,19 @@ pub trait Mechanism {
     fn stack_need_word(&self, _f: &FrameInfo) -> Option<u32> {
         None
     }
+    /// Bytes at the bottom of every frame that belong to the mechanism (`mmu`: the return
+    /// address, which the caller's probe writes there); the printer lays the frame out above
+    /// them. Default: none.
+    fn frame_bottom(&self, _target: Target) -> u32 {
+        0
+    }
+    /// The register that holds the caller's stack pointer from [`Mechanism::call_prefix`] /
+    /// [`Mechanism::extern_call_prefix`] to the transfer of control (`mmu`: the probe may move
+    /// SP to a new chunk before the arguments are pushed); the printer then reads the spill
+    /// slots it pushes from it. Default: None, spill slots are read `esp`-relative.
+    fn call_base(&self, _target: Target) -> Option<&'static str> {
+        None
+    }
     /// Lines at the function's entry label: reserve the frame.
     fn prologue(&self, f: &FrameInfo, out: &mut String);
     /// Lines that leave the function (the result is already in `eax`/`xmm0`).
@@ -72,6 +87,9 @@ pub trait Mechanism {
     /// Lines after the arguments are pushed: the transfer of control and, on return, whatever
     /// restores the caller's stack pointer.
     fn call_suffix(&self, c: &CallSite, out: &mut String);
+    /// Lines before a C function's arguments are pushed (`c.arg_bytes` = the bytes that will be
+    /// pushed, alignment padding included). Default: none.
+    fn extern_call_prefix(&self, _c: &CallSite, _out: &mut String) {}
     /// Lines right before the `call` of a C function, once its arguments are in place
     /// (`c.arg_bytes` = bytes pushed, alignment padding included; `c.return_label` is empty).
     /// Default: none.
@@ -86,6 +104,8 @@ pub fn by_kind(kind: MechKind) -> &'static dyn Mechanism {
         MechKind::Traditional => &Traditional,
         MechKind::CalleeCleanup => &CalleeCleanup,
         MechKind::Lookahead { .. } => &LookaheadBase,
+        MechKind::Mmu { reuse: false, .. } => &mmu::MMU_BASE,
+        MechKind::Mmu { reuse: true, .. } => &mmu::MMU_REUSE_BASE,
     }
 }
 

@@ -1,0 +1,514 @@
+//! Mechanisms `mmu` and `mmu-reuse`: linked stack chunks with MMU overflow detection (thesis
+//! 3.4.4, paper 4.5). Every chunk has a `PROT_NONE` guard page below it. The caller *probes*:
+//! it writes the callee's return address at the deepest point the callee's frame will use,
+//! before it moves the stack pointer. If that write lands in the guard page, the runtime's
+//! `SIGSEGV` handler links a new chunk, moves SP there and completes the write on the new chunk
+//! with the address of the runtime's underflow stub in place of the return address. So the
+//! common path has no compare at all, and underflow is never tested: the first frame of a chunk
+//! returns into the stub, which goes back to the previous chunk and jumps to the real return
+//! address (kept in the chunk header's `resume` word).
+//!
+//! `mmu` gives the chunk back to the system on every underflow (the thesis freed it); `mmu-reuse`
+//! keeps it in the thread's cache and the shared pool (the paper's MMU-with-reuse), and the stub
+//! then makes no call at all (see the runtime side, `crates/stackrt/src/arch/*_mmu.rs`).
+//!
+//! # Sequences, side by side with the thesis
+//!
+//! Calls to C-- functions (`N` = `stacksizeof(callee)`: its arguments and frame, return address
+//! slot included; listing 3.16 and 3.17):
+//!
+//! ```text
+//!  thesis listing 3.16 (caller)               this stage (i686; x86-64: rbp, rsp, qword)
+//!  MOV  EAX, ESP                              mov  ebp, esp
+//!  MOV  EDX, return_label                     test dword ptr [esp - 4096], esp   ; only if
+//!  MOV  [ESP - CALLEE_STACK_SIZE], EDX        ...                                ;  N > 4096
+//!  PUSH arg1 ... PUSH argn                    mov  dword ptr [esp - N], offset .Lret ; probe
+//!  JMP  callee_name                           push argN ... push arg1  ; spills read [ebp + k]
+//! return_label:                               jmp  callee
+//!                                            .Lret:
+//!
+//!  thesis listing 3.17 (callee)               this stage
+//!  SUB  ESP, LOCAL_STACK_SIZE                 sub  esp, S
+//!  ...                                        ...
+//!  ADD  ESP, COMPLETE_STACK_SIZE              add  esp, S + A
+//!  JMP  [ESP - COMPLETE_STACK_SIZE]           jmp  dword ptr [esp - (S + A)]
+//! ```
+//!
+//! The semantics are the thesis's: the probe is the return address's own store, at the lowest
+//! word of the callee's frame (`[esp]` in the callee's body, which the printer keeps free: the
+//! frame's spill slots start above it, [`Mechanism::frame_bottom`]); the callee removes its
+//! frame and arguments and jumps through that word. Differences:
+//!
+//! * The return address is an immediate instead of `EDX`, so the call needs no free register.
+//!   On a growth fault the handler cannot change the immediate, so it *completes* the probe
+//!   itself (writes the stub's address on the new chunk and resumes after the instruction).
+//!   The handler recognizes the probe by its bytes ([`PROBE_WRITE_32`] etc.); the runtime
+//!   mirrors them (`stackrt::mech::mmu::probe`), and both sides' tests check them against the
+//!   assembler.
+//! * The caller's SP register (thesis `EAX`) is `ebp`/`rbp`, reserved (as under `lookahead`):
+//!   the pushes read the caller's spill slots through it ([`Mechanism::call_base`]), since after
+//!   a growth fault SP is on the new chunk. The handler does not need it (it reads SP from the
+//!   signal context).
+//! * Frames larger than the guard page: a single probe at `[esp - N]` could step over the guard
+//!   into whatever lies below it. The probe is preceded by one read probe (`test`) every 4096
+//!   bytes ([`PROBE_STRIDE`], the guard size), as paper 4.5 says; the handler, faulting at any
+//!   of them, decodes the run up to its end to learn `N`.
+//! * `stacksizeof(callee)` comes from the callee's frame, so the program is printed twice
+//!   ([`crate::emit::print_all`]): once to learn every frame, once with the probe distances.
+//!
+//! Calls to C functions (listings 3.18-3.19): the thesis pushes a return address and jumps to an
+//! extern trampoline that calls the C function and returns through that address (possibly the
+//! underflow stub), and does not keep the C ABI's 16-byte alignment. Here the call is the
+//! shared printer's ordinary C call (alignment padding, register arguments on x86-64), preceded
+//! by read probes down to the extern budget and followed by the underflow test the thesis's
+//! trampoline made implicit:
+//!
+//! ```text
+//!  mov  ebp, esp
+//!  test dword ptr [esp - 4096], esp            ; every 4096 bytes ...
+//!  test dword ptr [esp - E], esp               ; ... to E = budget + pushed bytes + slot
+//!  sub  esp, pad ; push args ; call f ; add esp, pad + args
+//!  cmp  esp, ebp                               ; the probe moved SP to a new chunk?
+//!  jne  .LmmuK_unf
+//! .LmmuK_back:
+//!  ; in .subsection 1:
+//! .LmmuK_unf:  mov dword ptr [esp + 16], offset .LmmuK_back   ; header word `resume`
+//!              jmp stackrt_mmu_underflow(_reuse)              ; esp = the new chunk's header
+//! ```
+//!
+//! The C function runs with at least the extern budget below its SP (8 KiB, as for `lookahead`,
+//! see [`crate::callgraph::DEFAULT_EXTERN_BUDGET_64`]); C code preserves `ebp`/`rbp`.
+//!
+//! # Stack of an `mmu` program (i686; x86-64 the same with 8-byte words)
+//!
+//! ```text
+//!  chunk k (older)                          chunk k+1 (linked by the SIGSEGV handler)
+//!  +--------------------------+ header k    +--------------------------+ header k+1: resume =
+//!  | ...frames...             |             | args of the call         |  .Lret, prev_sp = X
+//!  | caller's frame (S bytes) |             | callee's frame (S bytes) |
+//!  +--------------------------+ <- X = SP   | [esp]: stub address      | <- callee's esp
+//!  |  ... unused ...          |    at the   | ...deeper frames...      |
+//!  +--------------------------+ limit k     +--------------------------+ limit k+1
+//!  |  guard page (PROT_NONE)  | <- probe    |  guard page (PROT_NONE)  |
+//!  +--------------------------+    faulted  +--------------------------+
+//! ```
+//!
+//! # Stack-need word
+//!
+//! As under `lookahead`, the u32 at `entry - 8` of every function is its stack need at entry:
+//! here `stacksizeof(f)` (arguments and frame). The runtime's entry trampoline gives a thread's
+//! first chunk at least that much and writes its return address at `[header - need]`, like a
+//! caller's probe.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use regalloc2::PReg;
+
+use super::{sub_sp, CallSite, FrameInfo, Mechanism};
+use crate::callgraph::{self, ChunkHeaderLayout};
+use crate::emit::{regs, EmitError, EmitOptions, Target};
+use crate::lower::LoweredProgram;
+
+/// ABI id of `mmu` (`stackrt::abi::ABI_MMU`).
+pub const ABI_MMU: u32 = 4;
+/// ABI id of `mmu-reuse` (`stackrt::abi::ABI_MMU_REUSE`).
+pub const ABI_MMU_REUSE: u32 = 5;
+
+/// Default chunk size on i686: 128 KiB. Every guarded chunk costs two of the kernel's
+/// `vm.max_map_count` mappings (about 28,600 guarded chunks at once, ARCHITECTURE.md "Guard
+/// pages"), and the 32-bit address space holds about 3 GiB: 128 KiB chunks let one thread
+/// recurse through most of it (the thesis's 100-million-deep Summation needs 1.6 GB there).
+pub const DEFAULT_CHUNK_SIZE_32: u32 = 128 * 1024;
+/// Default chunk size on x86-64: 1 MiB (address space is plentiful; pages are committed only
+/// when touched; 28,600 chunks hold 28 GiB of stack).
+pub const DEFAULT_CHUNK_SIZE_64: u32 = 1024 * 1024;
+
+/// The default `--chunk-size` of the MMU mechanisms on a target.
+pub fn default_chunk_size(t: Target) -> u32 {
+    match t {
+        Target::I686 => DEFAULT_CHUNK_SIZE_32,
+        Target::X86_64 => DEFAULT_CHUNK_SIZE_64,
+    }
+}
+
+/// Distance between consecutive probes of one call: the guard page's size, so no probe run
+/// steps over a guard.
+pub const PROBE_STRIDE: u32 = 4096;
+
+/// The runtime's underflow stub of `mmu`: gives the chunk back (a call into the runtime).
+pub const UNDERFLOW_RELEASE: &str = "stackrt_mmu_underflow";
+/// The runtime's underflow stub of `mmu-reuse`: marks the chunk unlinked, no call (but once
+/// per reclaim budget, as under `lookahead`).
+pub const UNDERFLOW_REUSE: &str = "stackrt_mmu_underflow_reuse";
+
+/// The call base register (the caller's SP during a call sequence): `ebp` / `rbp`.
+pub const CALL_BASE: u8 = regs::RBP;
+
+/// Opcode bytes of a read probe on both targets: `test dword ptr [esp + disp32], esp` /
+/// `test dword ptr [rsp + disp32], esp` (`85 /r`, ModRM 0xA4 = disp32 + SIB, SIB 0x24 = base
+/// esp), followed by the 32-bit displacement (negative). Mirrored by `stackrt::mech::mmu`.
+pub const PROBE_TEST: [u8; 3] = [0x85, 0xA4, 0x24];
+/// Opcode bytes of the return-address probe on i686: `mov dword ptr [esp + disp], imm32`
+/// (`C7 /0`), with a disp8 (ModRM 0x44) or disp32 (ModRM 0x84) displacement, then the imm32.
+pub const PROBE_WRITE_32: [[u8; 3]; 2] = [[0xC7, 0x44, 0x24], [0xC7, 0x84, 0x24]];
+/// The same on x86-64 with REX.W: `mov qword ptr [rsp + disp], imm32` (sign-extended).
+pub const PROBE_WRITE_64: [[u8; 4]; 2] = [[0x48, 0xC7, 0x44, 0x24], [0x48, 0xC7, 0x84, 0x24]];
+
+/// Largest probe distance a 32-bit displacement holds.
+const MAX_DISTANCE: u32 = i32::MAX as u32;
+
+/// `mmu` or `mmu-reuse`: the sequences; the probe distances come from the first pass.
+pub struct Mmu {
+    reuse: bool,
+    /// `stacksizeof` of each C-- function by symbol (empty in the first pass).
+    sizes: HashMap<String, u32>,
+    labels: Cell<u32>,
+}
+
+/// The stateless face of `mmu` for [`super::by_kind`] (name, ABI id, frame conventions).
+pub static MMU_BASE: MmuBase = MmuBase { reuse: false };
+/// The stateless face of `mmu-reuse`.
+pub static MMU_REUSE_BASE: MmuBase = MmuBase { reuse: true };
+
+/// See [`MMU_BASE`]; the sequences print probes with the smallest distance.
+pub struct MmuBase {
+    reuse: bool,
+}
+
+// `Mmu` holds a `Cell`; the statics only hold a bool.
+impl Mechanism for MmuBase {
+    fn name(&self) -> &'static str {
+        name(self.reuse)
+    }
+    fn abi_id(&self) -> u32 {
+        abi(self.reuse)
+    }
+    fn reserved_regs(&self, _target: Target) -> Vec<PReg> {
+        vec![regs::gpr(CALL_BASE)]
+    }
+    fn entry_arg_offset(&self, _target: Target) -> u32 {
+        0
+    }
+    fn call_overhead(&self, _target: Target) -> u32 {
+        0
+    }
+    fn frame_bottom(&self, target: Target) -> u32 {
+        target.slot()
+    }
+    fn call_base(&self, target: Target) -> Option<&'static str> {
+        Some(base_reg(target))
+    }
+    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
+        Some(f.frame_size + f.arg_bytes)
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        sub_sp(f.target, f.frame_size, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        epilogue(f, out);
+    }
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        call_probe(c, c.target.slot(), out);
+        0
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        call_jump(c, out);
+    }
+}
+
+fn name(reuse: bool) -> &'static str {
+    if reuse {
+        "mmu-reuse"
+    } else {
+        "mmu"
+    }
+}
+
+fn abi(reuse: bool) -> u32 {
+    if reuse {
+        ABI_MMU_REUSE
+    } else {
+        ABI_MMU
+    }
+}
+
+fn base_reg(t: Target) -> &'static str {
+    match t {
+        Target::I686 => "ebp",
+        Target::X86_64 => "rbp",
+    }
+}
+
+fn word(t: Target) -> &'static str {
+    match t {
+        Target::I686 => "dword",
+        Target::X86_64 => "qword",
+    }
+}
+
+/// Listing 3.17, lines 3-4: frame and arguments removed at once, then the jump through the
+/// return address at the bottom of the frame (the stub's, in a chunk's first frame).
+fn epilogue(f: &FrameInfo, out: &mut String) {
+    let total = f.frame_size + f.arg_bytes;
+    let sp = f.target.sp();
+    let _ = writeln!(out, "\tadd {sp}, {total}");
+    let _ = writeln!(out, "\tjmp {} ptr [{sp} - {total}]", word(f.target));
+}
+
+/// Read probes every [`PROBE_STRIDE`] bytes strictly above `distance` below SP.
+fn stride_probes(t: Target, distance: u32, out: &mut String) {
+    let sp = t.sp();
+    let mut d = PROBE_STRIDE;
+    while d < distance {
+        let _ = writeln!(out, "\ttest dword ptr [{sp} - {d}], esp\t# probe");
+        d += PROBE_STRIDE;
+    }
+}
+
+/// Listing 3.16, lines 1-3: the caller's SP into the call base register, the probes and the
+/// return address written at `[SP - distance]`.
+fn call_probe(c: &CallSite, distance: u32, out: &mut String) {
+    let t = c.target;
+    let sp = t.sp();
+    let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
+    stride_probes(t, distance, out);
+    let _ = writeln!(
+        out,
+        "\tmov {} ptr [{sp} - {distance}], offset {}\t# probe: return address",
+        word(t),
+        c.return_label
+    );
+}
+
+/// Listing 3.16, lines 7-8.
+fn call_jump(c: &CallSite, out: &mut String) {
+    let _ = writeln!(out, "\tjmp {}", c.callee);
+    let _ = writeln!(out, "{}:", c.return_label);
+}
+
+impl Mmu {
+    fn new(reuse: bool, sizes: HashMap<String, u32>) -> Self {
+        Mmu {
+            reuse,
+            sizes,
+            labels: Cell::new(0),
+        }
+    }
+
+    fn base(&self) -> &'static MmuBase {
+        if self.reuse {
+            &MMU_REUSE_BASE
+        } else {
+            &MMU_BASE
+        }
+    }
+
+    fn underflow_stub(&self) -> &'static str {
+        if self.reuse {
+            UNDERFLOW_REUSE
+        } else {
+            UNDERFLOW_RELEASE
+        }
+    }
+
+    /// The bytes a C function may use below the SP at its call: the extern budget, its pushed
+    /// arguments and its return address.
+    fn extern_distance(c: &CallSite) -> u32 {
+        callgraph::default_extern_budget(c.target.slot()) + c.arg_bytes + c.target.slot()
+    }
+}
+
+impl Mechanism for Mmu {
+    fn name(&self) -> &'static str {
+        self.base().name()
+    }
+    fn abi_id(&self) -> u32 {
+        self.base().abi_id()
+    }
+    fn reserved_regs(&self, target: Target) -> Vec<PReg> {
+        self.base().reserved_regs(target)
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        self.base().entry_arg_offset(target)
+    }
+    fn call_overhead(&self, target: Target) -> u32 {
+        self.base().call_overhead(target)
+    }
+    fn frame_bottom(&self, target: Target) -> u32 {
+        self.base().frame_bottom(target)
+    }
+    fn call_base(&self, target: Target) -> Option<&'static str> {
+        self.base().call_base(target)
+    }
+    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
+        self.base().stack_need_word(f)
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        self.base().prologue(f, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        self.base().epilogue(f, out);
+    }
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        // First pass: no sizes yet; the text is thrown away.
+        let n = self.sizes.get(c.callee).copied().unwrap_or(c.target.slot());
+        call_probe(c, n, out);
+        0
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        call_jump(c, out);
+    }
+    fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
+        let t = c.target;
+        let sp = t.sp();
+        let distance = Self::extern_distance(c);
+        let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
+        stride_probes(t, distance, out);
+        let _ = writeln!(
+            out,
+            "\ttest dword ptr [{sp} - {distance}], esp\t# probe: C function's stack"
+        );
+    }
+    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
+        let t = c.target;
+        let sp = t.sp();
+        let k = self.labels.get();
+        self.labels.set(k + 1);
+        let resume = ChunkHeaderLayout::for_pointer_size(t.slot()).resume;
+        let _ = writeln!(out, "\tcmp {sp}, {}\t# on a new chunk?", base_reg(t));
+        let _ = writeln!(out, "\tjne .Lmmu{k}_unf");
+        let _ = writeln!(out, ".Lmmu{k}_back:");
+        out.push_str("\t.subsection 1\n");
+        let _ = writeln!(out, ".Lmmu{k}_unf:");
+        let _ = writeln!(
+            out,
+            "\tmov {} ptr [{sp} + {resume}], offset .Lmmu{k}_back\t# resume after the underflow",
+            word(t)
+        );
+        let _ = writeln!(out, "\tjmp {}", self.underflow_stub());
+        out.push_str("\t.subsection 0\n");
+    }
+}
+
+fn emit_error(message: String) -> EmitError {
+    EmitError {
+        function: None,
+        message,
+    }
+}
+
+/// Emits the whole program under `mmu` / `mmu-reuse` (see [`crate::emit::emit_program`]): a
+/// first pass for the frames, a second printing the probes. Also defines `__cmm_chunk_size`.
+pub fn emit_program(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    reuse: bool,
+    chunk_size: u32,
+) -> Result<String, EmitError> {
+    let target = opts.target;
+    crate::emit::check_pointer_type(p, opts)?;
+    callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
+    let first = crate::emit::print_all(p, target, &Mmu::new(reuse, HashMap::new()))?;
+    let mut sizes = HashMap::with_capacity(p.functions.len());
+    for (f, printed) in p.functions.iter().zip(&first) {
+        if printed.frame_size > MAX_DISTANCE {
+            return Err(EmitError {
+                function: Some(f.name.clone()),
+                message: format!(
+                    "a frame of {} bytes is over {MAX_DISTANCE} bytes, the most a probe reaches",
+                    printed.frame_size
+                ),
+            });
+        }
+        sizes.insert(f.symbol.clone(), printed.frame_size);
+    }
+    let mech = Mmu::new(reuse, sizes);
+    let second = crate::emit::print_all(p, target, &mech)?;
+    let mut out = String::new();
+    out.push_str("\t.intel_syntax noprefix\n");
+    let _ = writeln!(
+        out,
+        "# cmm emission stage: target {:?}, mechanism {}, chunk size {chunk_size}",
+        target,
+        mech.name()
+    );
+    out.push_str("\t.text\n");
+    let mut frame_sizes = Vec::with_capacity(p.functions.len());
+    let mut rodata = String::new();
+    for (a, b) in first.iter().zip(&second) {
+        if a.frame_size != b.frame_size {
+            return Err(emit_error(
+                "mmu: the second pass printed different frames than the first".into(),
+            ));
+        }
+        out.push_str(&b.text);
+        rodata.push_str(&b.rodata);
+        frame_sizes.push(b.frame_size);
+    }
+    crate::emit::emit_data(p, opts, mech.base(), &frame_sizes, &rodata, &mut out);
+    out.push_str("\t.section .rodata\n\t.globl __cmm_chunk_size\n\t.p2align 2\n");
+    out.push_str("\t.type __cmm_chunk_size, @object\n\t.size __cmm_chunk_size, 4\n");
+    let _ = writeln!(out, "__cmm_chunk_size:\n\t.long {chunk_size}");
+    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(t: Target, arg_bytes: u32) -> CallSite<'static> {
+        CallSite {
+            target: t,
+            callee: "cmm_f",
+            arg_bytes,
+            return_label: ".Lf0ret1",
+        }
+    }
+
+    #[test]
+    fn call_probe_writes_the_return_address_at_the_callee_frame_bottom() {
+        let mut s = String::new();
+        call_probe(&site(Target::I686, 8), 32, &mut s);
+        call_jump(&site(Target::I686, 8), &mut s);
+        assert_eq!(
+            s,
+            "\tmov ebp, esp\n\
+             \tmov dword ptr [esp - 32], offset .Lf0ret1\t# probe: return address\n\
+             \tjmp cmm_f\n\
+             .Lf0ret1:\n"
+        );
+    }
+
+    #[test]
+    fn large_frames_are_probed_every_page() {
+        let mut s = String::new();
+        call_probe(&site(Target::X86_64, 16), 9000, &mut s);
+        assert_eq!(
+            s,
+            "\tmov rbp, rsp\n\
+             \ttest dword ptr [rsp - 4096], esp\t# probe\n\
+             \ttest dword ptr [rsp - 8192], esp\t# probe\n\
+             \tmov qword ptr [rsp - 9000], offset .Lf0ret1\t# probe: return address\n"
+        );
+        // Exactly one page: no extra probe (the write is within a guard page of SP).
+        let mut s = String::new();
+        call_probe(&site(Target::X86_64, 16), 4096, &mut s);
+        assert!(!s.contains("test"), "{s}");
+    }
+
+    #[test]
+    fn epilogue_removes_frame_and_arguments_and_jumps_through_the_bottom_word() {
+        let mut s = String::new();
+        let f = FrameInfo {
+            target: Target::X86_64,
+            symbol: "cmm_f",
+            frame_size: 40,
+            arg_bytes: 24,
+        };
+        epilogue(&f, &mut s);
+        assert_eq!(s, "\tadd rsp, 64\n\tjmp qword ptr [rsp - 64]\n");
+    }
+}
