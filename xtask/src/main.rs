@@ -1,5 +1,5 @@
 //! Project automation: `cargo xtask setup` installs what a fresh machine lacks, `cargo xtask test`
-//! runs every check CI runs.
+//! runs every check CI runs, `cargo xtask experiments` re-measures the thesis's experiments.
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -12,6 +12,11 @@ commands:
   setup   install what the i686 target needs (Rust target i686-unknown-linux-gnu, gcc-multilib)
   test    set up if needed, then run every test, clippy and rustfmt (what CI runs)
   check-setup  report whether the i686 toolchain pieces are present (exit 1 if not)
+  experiments [--quick] [--only NAME...] [--runs N] [--out DIR]
+          build the compiler and the harness (release), then re-measure the thesis's and the
+          paper's experiments: report.md, results.csv and plots in DIR (default
+          target/experiments/<date>); --quick takes at most about 10 minutes, the full run about
+          2 hours; `--help` after `experiments` lists every option
 ";
 
 fn main() {
@@ -20,6 +25,7 @@ fn main() {
         Some("setup") => setup(),
         Some("check-setup") => check_setup(),
         Some("test") => setup().and_then(|()| test(&args[1..])),
+        Some("experiments") => experiments(&args[1..]),
         Some("-h" | "--help" | "help") => {
             print!("{USAGE}");
             Ok(())
@@ -170,5 +176,31 @@ fn test(extra: &[String]) -> Result<(), String> {
         Ok(())
     } else {
         Err(failures.join("\n"))
+    }
+}
+
+/// Builds the compiler and the harness in release mode (the measurements are of the compiled
+/// programs, but the compiler must be the current one), then runs the harness with `extra`.
+fn experiments(extra: &[String]) -> Result<(), String> {
+    let root = workspace_root();
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(Command::new(&cargo).current_dir(&root).args([
+        "build",
+        "--release",
+        "--package",
+        "cmm",
+        "--package",
+        "bench",
+        "--bins",
+    ]))?;
+    let status = Command::new(root.join("target/release/experiments"))
+        .current_dir(&root)
+        .args(extra)
+        .status()
+        .map_err(|e| format!("cannot start the experiment harness: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("the experiment harness failed with {status}"))
     }
 }

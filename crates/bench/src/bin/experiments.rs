@@ -1,0 +1,150 @@
+//! `cargo xtask experiments`: re-measures the thesis's and the paper's experiments with every
+//! mechanism the compiler accepts and the peers, and writes results.csv, report.md and plots.
+
+use bench::build::Target;
+use bench::experiments::Size;
+use bench::harness::{self, Options};
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::exit;
+
+/// Re-measures the thesis's and the paper's experiments (see crates/bench/src/experiments.rs).
+#[derive(Parser, Debug)]
+#[command(name = "experiments")]
+struct Cli {
+    /// Reduced sizes: at most about 10 minutes on a 2-core machine (the report lists every
+    /// reduction next to the thesis's value).
+    #[arg(long, conflicts_with = "tiny")]
+    quick: bool,
+    /// Seconds-long sizes (the CI smoke test).
+    #[arg(long)]
+    tiny: bool,
+    /// Run only these experiments (names as in the report, e.g. summation_single tree_cores).
+    #[arg(long, num_args = 1..)]
+    only: Vec<String>,
+    /// Measured rounds per executable (default 10, --quick 3).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Output directory (default target/experiments/<UTC date and time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Targets to measure.
+    #[arg(long, num_args = 1.., default_values = ["x86_64", "i686"])]
+    target: Vec<String>,
+    /// The compiler (default target/release/cmm, built if missing).
+    #[arg(long)]
+    cmm: Option<PathBuf>,
+    /// List the experiments and exit.
+    #[arg(long)]
+    list: bool,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn utc_stamp() -> String {
+    // Civil date from days since the epoch (Howard Hinnant's algorithm): no date crate needed.
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs()) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60
+    )
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the workspace root exists");
+    let size = if cli.tiny {
+        Size::Tiny
+    } else if cli.quick {
+        Size::Quick
+    } else {
+        Size::Full
+    };
+    if cli.list {
+        for e in bench::experiments::all(&root, size) {
+            println!("{:<20} {} ({})", e.name, e.title, e.figures);
+        }
+        return;
+    }
+    let mut targets = Vec::new();
+    for t in &cli.target {
+        match t.as_str() {
+            "x86_64" => targets.push(Target::X86_64),
+            "i686" => targets.push(Target::I686),
+            other => {
+                eprintln!("experiments: unknown target {other} (x86_64, i686)");
+                exit(2);
+            }
+        }
+    }
+    let cmm = cli.cmm.unwrap_or_else(|| root.join("target/release/cmm"));
+    if !cmm.is_file() {
+        eprintln!(
+            "experiments: {} is missing; build it: cargo build --release",
+            cmm.display()
+        );
+        exit(2);
+    }
+    let out = cli
+        .out
+        .unwrap_or_else(|| root.join("target/experiments").join(utc_stamp()));
+    let options = Options {
+        root,
+        cmm,
+        out: out.clone(),
+        size,
+        only: cli.only,
+        runs: cli.runs.unwrap_or(match size {
+            Size::Full => 10,
+            Size::Quick => 3,
+            Size::Tiny => 2,
+        }),
+        targets,
+        progress: !cli.quiet,
+    };
+    let command = format!(
+        "cargo xtask experiments {}",
+        std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+    );
+    let results = match harness::run(&options) {
+        Ok(results) => results,
+        Err(e) => {
+            eprintln!("experiments: {e}");
+            exit(1);
+        }
+    };
+    match bench::write_outputs(&results, &out, command.trim()) {
+        Ok(plot_errors) => {
+            for e in plot_errors {
+                eprintln!("experiments: plot not drawn: {e}");
+            }
+            eprintln!(
+                "experiments: {} runs in {}; report: {}",
+                results.records.len(),
+                harness::format_duration(results.elapsed.as_secs_f64()),
+                out.join("report.md").display()
+            );
+        }
+        Err(e) => {
+            eprintln!("experiments: {e}");
+            exit(1);
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The executables an experiment compares ("variants"): every `--mech` the compiler accepts on
+//! both targets, the native back end, and the peers (gcc at several settings, Go). Building a
+//! variant is how its availability is detected: a mechanism the compiler rejects, a missing
+//! `go` or a gcc that cannot link `-fsplit-stack` become "not available" with the reason.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Target architecture of an executable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    X86_64,
+    I686,
+}
+
+impl Target {
+    pub const ALL: [Target; 2] = [Target::X86_64, Target::I686];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::X86_64 => "x86_64",
+            Target::I686 => "i686",
+        }
+    }
+
+    fn gcc_flags(self) -> &'static [&'static str] {
+        match self {
+            Target::X86_64 => &["-m64"],
+            // Doubles in SSE2 registers, as the emission stage and the corpus oracle do.
+            Target::I686 => &["-m32", "-msse2", "-mfpmath=sse"],
+        }
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// gcc settings used as peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum GccLevel {
+    /// `gcc -O0`: the thesis's "gcc".
+    O0,
+    /// `gcc -O2 -fno-optimize-sibling-calls`: keeps the recursions recursive.
+    O2NoSibling,
+    /// Plain `gcc -O2`, the thesis's "gcc -O2": turns tail recursion into loops.
+    O2,
+    /// `gcc -O2 -fno-optimize-sibling-calls -fsplit-stack`: gcc's own segmented stacks.
+    SplitStack,
+}
+
+impl GccLevel {
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            GccLevel::O0 => &["-O0"],
+            GccLevel::O2NoSibling => &["-O2", "-fno-optimize-sibling-calls"],
+            GccLevel::O2 => &["-O2"],
+            GccLevel::SplitStack => &["-O2", "-fno-optimize-sibling-calls", "-fsplit-stack"],
+        }
+    }
+}
+
+/// How a variant's executable is made.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Toolchain {
+    /// `cmm compile --backend emit --mech MECH`.
+    Cmm {
+        mech: String,
+    },
+    /// `cmm compile --backend native` (x86-64, traditional calls only).
+    Native,
+    Gcc(GccLevel),
+    /// The Go version of the program (goroutines on growable stacks).
+    Go,
+}
+
+/// One executable of an experiment row: a toolchain for a target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Variant {
+    pub target: Target,
+    pub tool: Toolchain,
+}
+
+/// Mechanisms whose threads run on fixed-size stacks (the program's stack-size argument must be
+/// big enough); every other one grows its stacks.
+const FIXED_STACK_MECHS: [&str; 2] = ["traditional", "callee-cleanup"];
+
+impl Variant {
+    /// The name used in tables, plots and `results.csv`.
+    pub fn label(&self) -> String {
+        match &self.tool {
+            Toolchain::Cmm { mech } => mech.clone(),
+            Toolchain::Native => "native (Cranelift)".into(),
+            Toolchain::Gcc(GccLevel::O0) => "gcc -O0".into(),
+            Toolchain::Gcc(GccLevel::O2NoSibling) => "gcc -O2 -fno-sibling".into(),
+            Toolchain::Gcc(GccLevel::O2) => "gcc -O2".into(),
+            Toolchain::Gcc(GccLevel::SplitStack) => "gcc -fsplit-stack".into(),
+            Toolchain::Go => "go".into(),
+        }
+    }
+
+    /// True when the variant's threads need a stack-size argument big enough for their depth.
+    pub fn fixed_stack(&self) -> bool {
+        match &self.tool {
+            Toolchain::Cmm { mech } => FIXED_STACK_MECHS.contains(&mech.as_str()),
+            Toolchain::Native => true,
+            Toolchain::Gcc(level) => *level != GccLevel::SplitStack,
+            Toolchain::Go => false,
+        }
+    }
+
+    /// True for C-- code linked with `stackrt` (it prints statistics under `STACKRT_STATS=1`).
+    pub fn is_cmm(&self) -> bool {
+        matches!(self.tool, Toolchain::Cmm { .. } | Toolchain::Native)
+    }
+
+    /// A file-name-safe key.
+    pub fn file_key(&self) -> String {
+        let tool = match &self.tool {
+            Toolchain::Cmm { mech } => format!("cmm-{mech}"),
+            Toolchain::Native => "native".into(),
+            Toolchain::Gcc(level) => format!("gcc-{level:?}"),
+            Toolchain::Go => "go".into(),
+        };
+        format!("{}-{}", self.target, tool.to_lowercase())
+    }
+}
+
+/// The `--mech` values the compiler's command line accepts, read from `cmm compile --help` so
+/// that a new mechanism is measured without touching the harness (falls back to the known
+/// list).
+pub fn accepted_mechanisms(cmm: &Path) -> Vec<String> {
+    let fallback = [
+        "traditional",
+        "callee-cleanup",
+        "lookahead",
+        "heap",
+        "mmu",
+        "mmu-reuse",
+    ];
+    let help = Command::new(cmm)
+        .args(["compile", "--help"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    // The section after "--mech <MECH>" lists "- name: description" lines until "[default".
+    let mut mechs = Vec::new();
+    if let Some(start) = help.find("--mech <MECH>") {
+        for line in help[start..].lines().skip(1) {
+            let line = line.trim();
+            if line.starts_with("[default") || line.starts_with("--") {
+                break;
+            }
+            if let Some(item) = line.strip_prefix("- ") {
+                if let Some((name, _)) = item.split_once(':') {
+                    mechs.push(name.trim().to_string());
+                }
+            }
+        }
+    }
+    if mechs.is_empty() {
+        fallback.iter().map(|s| s.to_string()).collect()
+    } else {
+        mechs
+    }
+}
+
+/// Where an experiment's program comes from.
+#[derive(Debug, Clone)]
+pub struct Sources {
+    /// The C-- source (also valid C for gcc).
+    pub cm: PathBuf,
+    /// The Go version, if the experiment has one.
+    pub go: Option<PathBuf>,
+    /// Extra `cmm compile` options (e.g. a fixed `--chunk-size`).
+    pub cmm_options: Vec<String>,
+}
+
+/// Builds executables into one directory, once per (source, variant).
+pub struct Builder {
+    root: PathBuf,
+    cmm: PathBuf,
+    dir: PathBuf,
+    built: HashMap<(PathBuf, Vec<String>, Variant), Result<PathBuf, String>>,
+    sthread: HashMap<Target, Result<PathBuf, String>>,
+    gcc_major: u32,
+}
+
+fn stderr_reason(out: &std::process::Output) -> String {
+    let text = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let first = lines.iter().position(|l| l.contains("error")).unwrap_or(0);
+    let reason = lines
+        .iter()
+        .skip(first)
+        .take(2)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if reason.is_empty() {
+        "failed without a message".into()
+    } else {
+        reason.chars().take(240).collect()
+    }
+}
+
+fn run_build(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(stderr_reason(&out))
+    }
+}
+
+impl Builder {
+    pub fn new(root: &Path, cmm: &Path, dir: &Path) -> Result<Builder, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let gcc_major = Command::new("gcc")
+            .arg("-dumpversion")
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .trim()
+                    .split('.')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0);
+        Ok(Builder {
+            root: root.to_path_buf(),
+            cmm: cmm.to_path_buf(),
+            dir: dir.to_path_buf(),
+            built: HashMap::new(),
+            sthread: HashMap::new(),
+            gcc_major,
+        })
+    }
+
+    /// The corpus oracle's gcc flags (tests/oracle/bless.sh) without the optimization level.
+    fn oracle_flags(&self) -> Vec<&'static str> {
+        let mut flags = vec!["-w", "-fwrapv", "-no-pie", "-DNULL=0", "-Dstacksizeof(x)=0"];
+        if self.gcc_major >= 14 {
+            // gcc 14 made implicit declarations errors; C-- needs no forward declarations.
+            flags.push("-fpermissive");
+        }
+        flags
+    }
+
+    /// The C build of the thread library (tests/oracle/sthread.c) for a target.
+    fn sthread_object(&mut self, target: Target) -> Result<PathBuf, String> {
+        if let Some(done) = self.sthread.get(&target) {
+            return done.clone();
+        }
+        let object = self.dir.join(format!("sthread-{target}.o"));
+        let result = run_build(
+            Command::new("gcc")
+                .args(target.gcc_flags())
+                .args(self.oracle_flags())
+                .args(["-O2", "-c"])
+                .arg(self.root.join("tests/oracle/sthread.c"))
+                .arg("-o")
+                .arg(&object),
+        )
+        .map(|()| object);
+        self.sthread.insert(target, result.clone());
+        result
+    }
+
+    /// Builds (or returns the already built) executable of `variant` for `sources`;
+    /// `Err(reason)` means "not available".
+    pub fn build(&mut self, sources: &Sources, variant: &Variant) -> Result<PathBuf, String> {
+        let key = (
+            sources.cm.clone(),
+            sources.cmm_options.clone(),
+            variant.clone(),
+        );
+        if let Some(done) = self.built.get(&key) {
+            return done.clone();
+        }
+        let stem = sources
+            .cm
+            .file_stem()
+            .map_or("prog".into(), |s| s.to_string_lossy().into_owned());
+        let exe = self.dir.join(format!("{stem}-{}", variant.file_key()));
+        let result = self.build_uncached(sources, variant, &exe).map(|()| exe);
+        self.built.insert(key, result.clone());
+        result
+    }
+
+    fn build_uncached(
+        &mut self,
+        sources: &Sources,
+        variant: &Variant,
+        exe: &Path,
+    ) -> Result<(), String> {
+        let target = variant.target;
+        match &variant.tool {
+            Toolchain::Cmm { mech } => run_build(
+                Command::new(&self.cmm)
+                    .args(["compile", "--backend", "emit", "--mech", mech])
+                    .args(["--target", target.name()])
+                    .args(&sources.cmm_options)
+                    .arg(&sources.cm)
+                    .arg("-o")
+                    .arg(exe),
+            ),
+            Toolchain::Native => run_build(
+                Command::new(&self.cmm)
+                    .args(["compile", "--backend", "native", "--target", target.name()])
+                    .arg(&sources.cm)
+                    .arg("-o")
+                    .arg(exe),
+            ),
+            Toolchain::Gcc(level) => {
+                let sthread = self.sthread_object(target)?;
+                let compile = |extra: &[&str]| {
+                    run_build(
+                        Command::new("gcc")
+                            .args(target.gcc_flags())
+                            .args(self.oracle_flags())
+                            .args(level.flags())
+                            .args(extra)
+                            .arg("-x")
+                            .arg("c")
+                            .arg(&sources.cm)
+                            .args(["-x", "none"])
+                            .arg(&sthread)
+                            .arg("-pthread")
+                            .arg("-o")
+                            .arg(exe),
+                    )
+                };
+                match compile(&[]) {
+                    // Split-stack code calling code compiled without it (the C library, the
+                    // thread library) needs gold on some distributions.
+                    Err(first) if *level == GccLevel::SplitStack => compile(&["-fuse-ld=gold"])
+                        .map_err(|gold| format!("{first}; with -fuse-ld=gold: {gold}")),
+                    other => other,
+                }
+            }
+            Toolchain::Go => {
+                let go_source = sources
+                    .go
+                    .as_ref()
+                    .ok_or_else(|| "no Go version of this program".to_string())?;
+                let goarch = match target {
+                    Target::X86_64 => "amd64",
+                    Target::I686 => "386",
+                };
+                run_build(
+                    Command::new("go")
+                        .arg("build")
+                        .arg("-o")
+                        .arg(exe)
+                        .arg(go_source)
+                        .env("GOARCH", goarch)
+                        .env("CGO_ENABLED", "0"),
+                )
+                .map_err(|e| {
+                    if e.starts_with("cannot run") {
+                        "go is not installed".to_string()
+                    } else {
+                        e
+                    }
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,717 @@
+//! The experiments of the thesis (section 3.5, chapter 4) and the paper (sections 5-6), with
+//! their parameters: the thesis's in the full run wherever that fits the 2-hour budget,
+//! reduced in `--quick`; every reduction is written next to the thesis's value and printed in
+//! the report.
+
+use crate::build::{GccLevel, Sources};
+use crate::run::MainStack;
+use std::path::Path;
+
+/// Arguments may contain `{stack}` (the thread stack size: just big enough for fixed stacks,
+/// see [`Probe`]) and `{boundary}` (the recursion depth at which the hot split's loop call sits
+/// on a chunk boundary, found per executable).
+pub const STACK_TOKEN: &str = "{stack}";
+pub const BOUNDARY_TOKEN: &str = "{boundary}";
+/// In a [`Probe`]'s arguments: the recursion depth.
+pub const DEPTH_TOKEN: &str = "{depth}";
+
+/// How to find a fixed-stack executable's "just big enough" thread stack for a point: the
+/// smallest working stack is searched at two small depths with one thread (`args` with
+/// `{depth}` and `{stack}`), and extrapolated linearly to `depth`.
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub args: Vec<String>,
+    pub depth: u64,
+    pub small_depths: (u64, u64),
+}
+
+/// One x value of an experiment.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub x: f64,
+    pub args: Vec<String>,
+    pub probe: Option<Probe>,
+    /// Threads the program runs (their fixed stacks must fit in memory together).
+    pub threads: u64,
+    /// Units of work (calls, overflow-underflow pairs) for a per-unit time, if meaningful.
+    pub work: Option<f64>,
+}
+
+/// Which mechanisms an experiment compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mechanisms {
+    All,
+    /// Only mechanisms that grow the stack in chunks (the hot split exists only there).
+    Chunked,
+}
+
+/// How the report derives the experiment's headline numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Time (and peak RSS) against x.
+    Curve,
+    /// Time per unit of work against x (ns per call).
+    PerUnit,
+    /// Two points, x = 0 (no chunk crossed) and x = 1 (every iteration crosses): ns per pair.
+    HotSplit,
+}
+
+/// One experiment: a program, its points, the peers it is compared with.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub name: &'static str,
+    pub title: &'static str,
+    /// The thesis/paper figures it re-draws.
+    pub figures: &'static str,
+    pub sources: Sources,
+    pub x_label: &'static str,
+    pub log_x: bool,
+    pub points: Vec<Point>,
+    pub mechanisms: Mechanisms,
+    pub gcc: Vec<GccLevel>,
+    pub native: bool,
+    pub go: bool,
+    pub main_stack: MainStack,
+    pub shape: Shape,
+    /// Extra one-off measurements at the first point (instruction or system-call counts).
+    pub counts: Vec<Count>,
+    /// "parameter: thesis value -> value here" lines.
+    pub reductions: Vec<String>,
+}
+
+/// A one-off count made with a tool, once per executable at an experiment's first point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Count {
+    /// User-space instructions of the whole process (valgrind's `I refs`): deterministic,
+    /// immune to the machine's noise.
+    Instructions,
+    /// System calls (`strace -f -c`), with the program's last argument (its repetitions) as
+    /// given and divided by 10: equal counts mean none per repetition.
+    Syscalls,
+}
+
+/// Experiment sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Size {
+    /// At most 10 minutes on a 2-core machine.
+    Quick,
+    /// The thesis's parameters where they fit a 2-hour run.
+    Full,
+    /// Seconds: for the CI smoke test.
+    Tiny,
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+fn pick<T: Clone>(size: Size, full: T, quick: T, tiny: T) -> T {
+    match size {
+        Size::Full => full,
+        Size::Quick => quick,
+        Size::Tiny => tiny,
+    }
+}
+
+const THREADED_MAIN_STACK: MainStack = MainStack::KiB(256 * 1024);
+const ALL_GCC: [GccLevel; 4] = [
+    GccLevel::O0,
+    GccLevel::O2NoSibling,
+    GccLevel::O2,
+    GccLevel::SplitStack,
+];
+
+/// Every experiment at `size`. `root` is the workspace root.
+pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
+    let thesis = |file: &str| root.join("tests/programs/thesis").join(file);
+    let go = |file: &str| Some(root.join("crates/bench/programs/go").join(file));
+    let cm = |file: &str, go_file: Option<&str>| Sources {
+        cm: thesis(file),
+        go: go_file.and_then(go),
+        cmm_options: Vec::new(),
+    };
+    let mut list = Vec::new();
+
+    // --- Summation (thesis 3.5.1, figures 4.1-4.4; paper figures 5, 6, 9-11) ---
+    let sum_ns: Vec<u64> = pick(
+        size,
+        vec![1, 5, 10, 30, 50, 70, 100]
+            .into_iter()
+            .map(|m| m * 1_000_000)
+            .collect(),
+        vec![1_000_000, 3_000_000],
+        vec![20_000],
+    );
+    list.push(Experiment {
+        name: "summation_single",
+        title: "Deep Summation, single-threaded",
+        figures: "thesis figures 4.1, 4.2; paper figures 5, 6",
+        sources: cm("summation_single.cm", Some("summation_single.go")),
+        x_label: "n (recursion depth)",
+        log_x: false,
+        points: sum_ns
+            .iter()
+            .map(|&n| Point {
+                x: n as f64,
+                args: vec![n.to_string()],
+                probe: None,
+                threads: 1,
+                work: Some(n as f64),
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: ALL_GCC.to_vec(),
+        native: true,
+        go: true,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::Curve,
+        counts: vec![Count::Instructions],
+        reductions: match size {
+            Size::Full => vec![],
+            _ => vec![format!(
+                "n: thesis 1, 5, 10, 30, 50, 70, 100 million -> {sum_ns:?}"
+            )],
+        },
+    });
+
+    let sum_total: u64 = pick(size, 100_000_000, 2_000_000, 40_000);
+    let summation_multi = |name, title, figures, threads: Vec<u64>, thesis_threads: &str| {
+        Experiment {
+            name,
+            title,
+            figures,
+            sources: cm("summation_multi.cm", Some("summation_multi.go")),
+            x_label: "threads",
+            log_x: name.ends_with("quantity"),
+            points: threads
+                .iter()
+                .map(|&t| {
+                    let depth = sum_total / t;
+                    Point {
+                        x: t as f64,
+                        args: vec![t.to_string(), depth.to_string(), STACK_TOKEN.into()],
+                        probe: Some(Probe {
+                            args: strings(&["1", DEPTH_TOKEN, STACK_TOKEN]),
+                            depth,
+                            small_depths: (50_000, 250_000),
+                        }),
+                        threads: t,
+                        work: Some(sum_total as f64),
+                    }
+                })
+                .collect(),
+            mechanisms: Mechanisms::All,
+            gcc: ALL_GCC.to_vec(),
+            native: true,
+            go: true,
+            main_stack: THREADED_MAIN_STACK,
+            shape: Shape::Curve,
+            counts: vec![],
+            reductions: match size {
+                Size::Full => vec![],
+                _ => vec![
+                    format!("n (summed over all threads, n / threads each): thesis 100 million -> {sum_total}"),
+                    format!("threads: thesis {thesis_threads} -> {threads:?}"),
+                ],
+            },
+        }
+    };
+    list.push(summation_multi(
+        "summation_cores",
+        "Summation multi-threaded, \"cores\"",
+        "thesis figure 4.3; paper figures 9, 10 (left)",
+        pick(size, (1..=8).collect(), vec![1, 2, 4, 8], vec![1, 2]),
+        "1-8",
+    ));
+    list.push(summation_multi(
+        "summation_quantity",
+        "Summation multi-threaded, \"quantity\"",
+        "thesis figure 4.4; paper figures 9, 10 (right)",
+        pick(
+            size,
+            vec![8, 16, 32, 64, 128, 256, 512, 1024],
+            vec![8, 64, 512],
+            vec![8],
+        ),
+        "8, 16, 32, 64, 128, 256, 512, 1024",
+    ));
+
+    // --- Big Summation (paper section 5, figures 11 and 12) ---
+    let repeat_total: u64 = pick(size, 20_000_000, 1_000_000, 20_000);
+    let repeat_threads: Vec<u64> =
+        pick(size, vec![8, 32, 128, 512, 1024], vec![8, 64, 512], vec![4]);
+    list.push(Experiment {
+        name: "summation_repeat",
+        title: "Summation multi-threaded, repeated 10 times",
+        figures: "paper figure 11",
+        sources: cm("big_summation.cm", None),
+        x_label: "threads",
+        log_x: true,
+        points: repeat_threads
+            .iter()
+            .map(|&t| {
+                let depth = repeat_total / t;
+                Point {
+                    x: t as f64,
+                    args: vec![
+                        t.to_string(),
+                        depth.to_string(),
+                        "16".into(),
+                        "10".into(),
+                        STACK_TOKEN.into(),
+                    ],
+                    probe: Some(Probe {
+                        args: strings(&["1", DEPTH_TOKEN, "16", "1", STACK_TOKEN]),
+                        depth,
+                        small_depths: (50_000, 250_000),
+                    }),
+                    threads: t,
+                    work: Some(10.0 * repeat_total as f64),
+                }
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: ALL_GCC.to_vec(),
+        native: true,
+        go: false,
+        main_stack: THREADED_MAIN_STACK,
+        shape: Shape::Curve,
+        counts: vec![],
+        reductions: vec![
+            format!(
+                "n (over all threads): the paper does not say (its figure 11 runs for seconds) -> {repeat_total}, 10 repeats, 16-byte frames (big_summation.cm)"
+            ),
+            format!("threads: paper 8-1024 -> {repeat_threads:?}"),
+        ],
+    });
+
+    let frame_sizes: Vec<u64> = pick(
+        size,
+        (1..=8).map(|k| k * 16).collect(),
+        vec![16, 64, 128],
+        vec![16, 128],
+    );
+    let (big_threads, big_n): (u64, u64) = pick(size, (4, 2_500_000), (2, 500_000), (2, 10_000));
+    list.push(Experiment {
+        name: "big_summation",
+        title: "Big Summation: frame size",
+        figures: "paper figure 12",
+        sources: cm("big_summation.cm", None),
+        x_label: "frame size (bytes, thesis accounting)",
+        log_x: false,
+        points: frame_sizes
+            .iter()
+            .map(|&f| Point {
+                x: f as f64,
+                args: vec![
+                    big_threads.to_string(),
+                    big_n.to_string(),
+                    f.to_string(),
+                    "1".into(),
+                    STACK_TOKEN.into(),
+                ],
+                probe: Some(Probe {
+                    args: vec![
+                        "1".into(),
+                        DEPTH_TOKEN.into(),
+                        f.to_string(),
+                        "1".into(),
+                        STACK_TOKEN.into(),
+                    ],
+                    depth: big_n,
+                    small_depths: (50_000, 150_000),
+                }),
+                threads: big_threads,
+                work: Some((big_threads * big_n) as f64),
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: ALL_GCC.to_vec(),
+        native: true,
+        go: false,
+        main_stack: THREADED_MAIN_STACK,
+        shape: Shape::Curve,
+        counts: vec![],
+        reductions: vec![format!(
+            "threads x n: the paper does not say -> {big_threads} threads x {big_n}, one run; frame sizes {frame_sizes:?} (paper 16-128)"
+        )],
+    });
+
+    // --- Unbalanced Binary Tree (thesis 3.5.2, figures 4.5-4.8; paper figures 7, 13) ---
+    let (balanced, unbalanced): (u64, u64) = pick(
+        size,
+        (1_048_575, 1_000_000),
+        (65_535, 100_000),
+        (1_023, 2_000),
+    );
+    let tree_reduction = match size {
+        Size::Full => vec![],
+        _ => vec![format!(
+            "tree: thesis 2^20-1 balanced nodes and a 1,000,000-node branch -> {balanced} and {unbalanced}"
+        )],
+    };
+    let searches: Vec<u64> = pick(size, vec![10, 100, 500, 1000], vec![10, 100], vec![10]);
+    let mut single_reductions = tree_reduction.clone();
+    if size != Size::Full {
+        single_reductions.push(format!(
+            "searches: thesis 10, 100, 500, 1000 -> {searches:?}"
+        ));
+    }
+    list.push(Experiment {
+        name: "tree_single",
+        title: "Unbalanced Binary Tree, single-threaded",
+        figures: "thesis figures 4.5, 4.6; paper figure 7",
+        sources: cm("tree_single.cm", Some("tree.go")),
+        x_label: "searches (30% spikes)",
+        log_x: false,
+        points: searches
+            .iter()
+            .map(|&s| Point {
+                x: s as f64,
+                args: vec![
+                    balanced.to_string(),
+                    unbalanced.to_string(),
+                    "0.3".into(),
+                    s.to_string(),
+                ],
+                probe: None,
+                threads: 1,
+                work: None,
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: ALL_GCC.to_vec(),
+        native: true,
+        go: true,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::Curve,
+        counts: vec![Count::Instructions],
+        reductions: single_reductions,
+    });
+    let tree_searches: u64 = pick(size, 100, 10, 4);
+    let tree_multi = |name, title, figures, threads: Vec<u64>, spike: &str, per_thread: u64| {
+        let mut reductions = tree_reduction.clone();
+        if size != Size::Full && per_thread != 1 {
+            reductions.push(format!("searches per thread: thesis 100 -> {per_thread}"));
+        }
+        Experiment {
+            name,
+            title,
+            figures,
+            sources: cm("tree_multi.cm", Some("tree.go")),
+            x_label: "threads",
+            log_x: !name.ends_with("cores"),
+            points: threads
+                .iter()
+                .map(|&t| Point {
+                    x: t as f64,
+                    args: vec![
+                        balanced.to_string(),
+                        unbalanced.to_string(),
+                        spike.into(),
+                        per_thread.to_string(),
+                        t.to_string(),
+                        STACK_TOKEN.into(),
+                    ],
+                    probe: Some(Probe {
+                        args: vec![
+                            "1000".into(),
+                            DEPTH_TOKEN.into(),
+                            "1.0".into(),
+                            "1".into(),
+                            "1".into(),
+                            STACK_TOKEN.into(),
+                        ],
+                        depth: unbalanced,
+                        small_depths: (50_000, 250_000),
+                    }),
+                    threads: t,
+                    work: None,
+                })
+                .collect(),
+            mechanisms: Mechanisms::All,
+            gcc: ALL_GCC.to_vec(),
+            native: true,
+            // Go's goroutine stacks grow by copying (twice the depth's memory for a moment):
+            // thousands of goroutines all spiking 1,000,000 deep would exhaust the machine.
+            go: !name.ends_with("spike"),
+            main_stack: THREADED_MAIN_STACK,
+            shape: Shape::Curve,
+            counts: vec![],
+            reductions,
+        }
+    };
+    let cores: Vec<u64> = pick(size, (1..=8).collect(), vec![1, 2, 4], vec![2]);
+    let mut e = tree_multi(
+        "tree_cores",
+        "Unbalanced Binary Tree multi-threaded, \"cores\"",
+        "thesis figure 4.7; paper figure 13 (left)",
+        cores.clone(),
+        "0.3",
+        tree_searches,
+    );
+    if size != Size::Full {
+        e.reductions
+            .push(format!("threads: thesis 1-8 -> {cores:?}"));
+    }
+    list.push(e);
+    let quantity: Vec<u64> = pick(size, vec![8, 16, 32, 64], vec![8, 64], vec![8]);
+    let mut e = tree_multi(
+        "tree_quantity",
+        "Unbalanced Binary Tree multi-threaded, \"quantity\"",
+        "thesis figure 4.8; paper figure 13 (right)",
+        quantity.clone(),
+        "0.3",
+        tree_searches,
+    );
+    if size != Size::Full {
+        e.reductions
+            .push(format!("threads: thesis 8, 16, 32, 64 -> {quantity:?}"));
+    }
+    list.push(e);
+    let spikes: Vec<u64> = pick(size, vec![64, 256, 1024], vec![32, 128], vec![16]);
+    let mut e = tree_multi(
+        "tree_spike",
+        "Unbalanced Binary Tree, one spike search per thread, many threads",
+        "beyond the thesis (its figure 4.8 stops at 64 threads)",
+        spikes,
+        "1.0",
+        1,
+    );
+    e.reductions.push(
+        "one search per thread, always a spike (100 searches with 30% spikes at 1024 threads would take hours per run)"
+            .into(),
+    );
+    list.push(e);
+
+    // --- "Real World" (thesis 3.5.3, figures 4.9-4.14) ---
+    let (nonrec_work, rec_work): (u64, u64) =
+        pick(size, (1_000_000, 10_000), (100_000, 1_000), (1_000, 10));
+    let work_reduction = format!(
+        "work per non-recursive / recursive call: thesis 10,000,000 / 10,000 -> {nonrec_work} / {rec_work}"
+    );
+    let iterations: Vec<u64> = pick(size, vec![10, 50, 100, 200], vec![10, 40], vec![2]);
+    list.push(Experiment {
+        name: "realworld_single",
+        title: "\"Real World\", single-threaded",
+        figures: "thesis figures 4.9, 4.10",
+        sources: cm("realworld_single.cm", None),
+        x_label: "overall iterations",
+        log_x: false,
+        points: iterations
+            .iter()
+            .map(|&i| Point {
+                x: i as f64,
+                args: vec![
+                    i.to_string(),
+                    "100".into(),
+                    nonrec_work.to_string(),
+                    rec_work.to_string(),
+                ],
+                probe: None,
+                threads: 1,
+                work: None,
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        // gcc -O2 folds the work loops into constants (thesis 4.3): only -O0 is a peer.
+        gcc: vec![GccLevel::O0],
+        native: true,
+        go: false,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::Curve,
+        counts: vec![Count::Instructions],
+        reductions: vec![
+            work_reduction.clone(),
+            format!("overall iterations: thesis 100-1000 -> {iterations:?}"),
+        ],
+    });
+    let (rw_nonrec_many, rw_rec_many): (u64, u64) = (nonrec_work / 10, rec_work / 10);
+    let realworld_multi =
+        |name, title, figures, threads: Vec<u64>, work: (u64, u64), note| Experiment {
+            name,
+            title,
+            figures,
+            sources: cm("realworld_multi.cm", None),
+            x_label: "threads",
+            log_x: false,
+            points: threads
+                .iter()
+                .map(|&t| Point {
+                    x: t as f64,
+                    args: vec![
+                        t.to_string(),
+                        "10".into(),
+                        "100".into(),
+                        work.0.to_string(),
+                        work.1.to_string(),
+                        STACK_TOKEN.into(),
+                    ],
+                    probe: Some(Probe {
+                        args: vec![
+                            "1".into(),
+                            "1".into(),
+                            DEPTH_TOKEN.into(),
+                            "10".into(),
+                            "10".into(),
+                            STACK_TOKEN.into(),
+                        ],
+                        depth: 100,
+                        small_depths: (100, 2_000),
+                    }),
+                    threads: t,
+                    work: None,
+                })
+                .collect(),
+            mechanisms: Mechanisms::All,
+            gcc: vec![GccLevel::O0],
+            native: true,
+            go: false,
+            main_stack: THREADED_MAIN_STACK,
+            shape: Shape::Curve,
+            counts: vec![],
+            reductions: vec![note],
+        };
+    let rw_cores: Vec<u64> = pick(size, (1..=8).collect(), vec![1, 2, 4], vec![2]);
+    list.push(realworld_multi(
+        "realworld_cores",
+        "\"Real World\" multi-threaded, \"cores\"",
+        "thesis figures 4.11, 4.12",
+        rw_cores.clone(),
+        (nonrec_work, rec_work),
+        format!("{work_reduction}; threads: thesis 1-8 -> {rw_cores:?}"),
+    ));
+    let rw_quantity: Vec<u64> = pick(size, vec![100, 200, 500, 1000], vec![100, 500], vec![16]);
+    list.push(realworld_multi(
+        "realworld_quantity",
+        "\"Real World\" multi-threaded, \"quantity\"",
+        "thesis figures 4.13, 4.14",
+        rw_quantity.clone(),
+        (rw_nonrec_many, rw_rec_many),
+        format!(
+            "work per non-recursive / recursive call: thesis 10,000,000 / 10,000 -> {rw_nonrec_many} / {rw_rec_many}; threads: thesis 100-1000 -> {rw_quantity:?}"
+        ),
+    ));
+
+    // --- Quicksort (paper section 5, figure 8) ---
+    let counts: Vec<u64> = pick(
+        size,
+        vec![1_000_000, 10_000_000],
+        vec![100_000, 500_000],
+        vec![10_000],
+    );
+    list.push(Experiment {
+        name: "quicksort",
+        title: "Quicksort, single-threaded",
+        figures: "paper figure 8",
+        sources: cm("quicksort.cm", None),
+        x_label: "integers sorted",
+        log_x: true,
+        points: counts
+            .iter()
+            .map(|&c| Point {
+                x: c as f64,
+                args: vec![c.to_string(), "12345".into()],
+                probe: None,
+                threads: 1,
+                work: None,
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: ALL_GCC.to_vec(),
+        native: true,
+        go: false,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::Curve,
+        counts: vec![Count::Instructions],
+        reductions: vec![format!(
+            "integers: paper 10^6, 10^7, 10^8 -> {counts:?} (10^8: about 10 s per run and executable, over the full run's budget)"
+        )],
+    });
+
+    // --- Micro-benchmarks ---
+    let total_calls: u64 = pick(size, 60_000_000, 8_000_000, 200_000);
+    let depths: Vec<u64> = pick(
+        size,
+        vec![4, 8, 16, 24, 32, 48, 64, 256, 4096, 30_000, 1_000_000],
+        vec![8, 16, 32, 64, 4096, 1_000_000],
+        vec![16, 1_000],
+    );
+    list.push(Experiment {
+        name: "return_prediction",
+        title: "Why callee-cleanup beats traditional on deep recursion: ns per call against depth",
+        figures: "explains paper section 6.1 (\"surprisingly\")",
+        sources: Sources {
+            cm: root.join("crates/bench/programs/deep_repeat.cm"),
+            go: None,
+            cmm_options: Vec::new(),
+        },
+        x_label: "recursion depth (repeated to the same total number of calls)",
+        log_x: true,
+        points: depths
+            .iter()
+            .map(|&d| {
+                let reps = (total_calls / d).max(1);
+                Point {
+                    x: d as f64,
+                    args: vec![d.to_string(), reps.to_string()],
+                    probe: None,
+                    threads: 1,
+                    work: Some((d * reps) as f64),
+                }
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: vec![GccLevel::O0, GccLevel::O2NoSibling],
+        native: true,
+        go: false,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::PerUnit,
+        counts: vec![Count::Syscalls],
+        reductions: vec![format!("{total_calls} calls per run at every depth")],
+    });
+    let pairs: u64 = pick(size, 2_000_000, 100_000, 20_000);
+    list.push(Experiment {
+        name: "hot_split",
+        title: "Cost of one overflow and underflow (the hot split)",
+        figures: "thesis 3.4.3 / paper section 4 (the cost the chunked mechanisms add)",
+        sources: Sources {
+            cm: root.join("tests/lookahead/hot_split.cm"),
+            go: None,
+            // The same chunk size for every chunked mechanism: the boundary search sweeps
+            // depths up to 20000, and each mechanism's default could differ.
+            cmm_options: vec!["--chunk-size".into(), "32768".into()],
+        },
+        x_label: "0 = no chunk crossed, 1 = every iteration crosses a chunk boundary",
+        log_x: false,
+        points: vec![
+            Point {
+                x: 0.0,
+                args: vec!["10".into(), "10".into(), pairs.to_string()],
+                probe: None,
+                threads: 1,
+                work: Some(pairs as f64),
+            },
+            Point {
+                x: 1.0,
+                args: vec![
+                    BOUNDARY_TOKEN.into(),
+                    BOUNDARY_TOKEN.into(),
+                    pairs.to_string(),
+                ],
+                probe: None,
+                threads: 1,
+                work: Some(pairs as f64),
+            },
+        ],
+        mechanisms: Mechanisms::Chunked,
+        gcc: vec![],
+        native: false,
+        go: false,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::HotSplit,
+        counts: vec![Count::Syscalls],
+        reductions: vec![format!("{pairs} overflow-underflow pairs per run")],
+    });
+    list
+}

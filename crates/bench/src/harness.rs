@@ -1,0 +1,752 @@
+//! Runs experiments: builds every variant (what does not build is "not available"), sizes fixed
+//! stacks, checks that every executable prints what the others print, then measures in
+//! interleaved rounds (each executable of a point once per round, in an order rotated from
+//! round to round: the machine is shared and has slow phases lasting seconds), with a progress
+//! line and an estimate of the time left.
+
+use crate::build::{accepted_mechanisms, Builder, GccLevel, Target, Toolchain, Variant};
+use crate::experiments::{
+    Count, Experiment, Mechanisms, Point, Probe, Size, BOUNDARY_TOKEN, DEPTH_TOKEN, STACK_TOKEN,
+};
+use crate::machine::Machine;
+use crate::run::{Invocation, MainStack, Outcome, Runner};
+use std::collections::{BTreeMap, HashMap};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What `cargo xtask experiments` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub root: PathBuf,
+    pub cmm: PathBuf,
+    pub out: PathBuf,
+    pub size: Size,
+    pub only: Vec<String>,
+    /// Measured rounds (a verification round comes first and is not counted).
+    pub runs: usize,
+    pub targets: Vec<Target>,
+    pub progress: bool,
+}
+
+/// One execution, as written to `results.csv`.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub experiment: &'static str,
+    pub x: f64,
+    pub target: Target,
+    pub variant: String,
+    /// 0 is the verification (warm-up) run, 1.. the measured rounds.
+    pub round: usize,
+    pub args: String,
+    pub outcome: Outcome,
+}
+
+/// A one-off count of one executable (see [`Count`]).
+#[derive(Debug, Clone)]
+pub struct CountRecord {
+    pub experiment: &'static str,
+    pub x: f64,
+    pub target: Target,
+    pub variant: String,
+    pub count: Count,
+    /// Instructions: one value; system calls: at the last argument / 10 and as given.
+    pub values: Vec<u64>,
+}
+
+/// A variant that did not run (at one point, or at all).
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub experiment: &'static str,
+    pub target: Target,
+    pub variant: String,
+    /// `None`: the whole experiment.
+    pub x: Option<f64>,
+    pub kind: NoteKind,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// Did not build (mechanism not implemented, peer missing).
+    NotAvailable,
+    /// A fixed stack could not run it (does not fit in memory or the address space, or crashed).
+    FixedStackCannot,
+    /// Failed or printed something else than the others.
+    Failed,
+}
+
+/// Everything a run of the harness produced.
+#[derive(Debug, Clone)]
+pub struct Results {
+    pub machine: Machine,
+    pub size: Size,
+    pub runs: usize,
+    pub mechanisms: Vec<String>,
+    pub experiments: Vec<Experiment>,
+    pub records: Vec<Record>,
+    pub notes: Vec<Note>,
+    pub counts: Vec<CountRecord>,
+    /// Per experiment: variant label and target -> the stack-size argument it was given.
+    pub stacks: Vec<(String, String)>,
+    pub elapsed: Duration,
+}
+
+/// Thread stack given to variants whose stacks grow (chunked mechanisms, split-stack, Go):
+/// they ignore it or outgrow it, and it is the same for all of them.
+const GROWING_STACK: u64 = 256 * 1024;
+/// Added to the smallest working fixed stack: "just big enough", as the thesis's.
+const STACK_MARGIN: u64 = 64 * 1024;
+
+struct Progress {
+    enabled: bool,
+    tty: bool,
+    start: Instant,
+    total: usize,
+    done: usize,
+    /// When a line was last printed (without a terminal: one line every few seconds).
+    last_line: Option<Instant>,
+}
+
+impl Progress {
+    fn show(&mut self, what: &str) {
+        if !self.enabled {
+            return;
+        }
+        if !self.tty {
+            if self
+                .last_line
+                .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+            {
+                return;
+            }
+            self.last_line = Some(Instant::now());
+        }
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let eta = if self.done == 0 {
+            "?".to_string()
+        } else {
+            let left = elapsed / self.done as f64 * self.total.saturating_sub(self.done) as f64;
+            format_duration(left)
+        };
+        let percent = 100 * self.done / self.total.max(1);
+        let line = format!(
+            "[{percent:>3}%] {what} | {} elapsed, ~{eta} left",
+            format_duration(elapsed)
+        );
+        let mut err = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(
+                err,
+                "\r\x1b[2K{}",
+                line.chars().take(150).collect::<String>()
+            );
+        } else {
+            let _ = writeln!(err, "{line}");
+        }
+        let _ = err.flush();
+    }
+
+    fn finish(&self) {
+        if self.enabled && self.tty {
+            eprintln!();
+        }
+    }
+}
+
+/// "1h 02m", "3m 05s", "12s".
+pub fn format_duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}h {:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m {:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// The variants an experiment compares, in table order.
+fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec<Variant> {
+    let mut list = Vec::new();
+    for &target in targets {
+        for mech in mechanisms {
+            let variant = Variant {
+                target,
+                tool: Toolchain::Cmm { mech: mech.clone() },
+            };
+            if e.mechanisms == Mechanisms::Chunked && variant.fixed_stack() {
+                continue;
+            }
+            list.push(variant);
+        }
+        if e.native && target == Target::X86_64 {
+            list.push(Variant {
+                target,
+                tool: Toolchain::Native,
+            });
+        }
+        for &level in &e.gcc {
+            list.push(Variant {
+                target,
+                tool: Toolchain::Gcc(level),
+            });
+        }
+        if e.go {
+            list.push(Variant {
+                target,
+                tool: Toolchain::Go,
+            });
+        }
+    }
+    list
+}
+
+/// What a variant's output is compared on: the lines that do not depend on the stack-size
+/// argument (Go versions print only the "Data:" line of the C-- programs).
+fn normalized_output(text: &str, only_data: bool) -> String {
+    text.lines()
+        .filter(|l| !l.starts_with("stacksize") && !l.starts_with("Using "))
+        .filter(|l| !only_data || l.starts_with("Data"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn physical_memory_bytes() -> u64 {
+    (Machine::detect().memory_gib * 1024.0 * 1024.0 * 1024.0) as u64
+}
+
+struct Session<'a> {
+    options: &'a Options,
+    runner: Runner,
+    builder: Builder,
+    progress: Progress,
+    records: Vec<Record>,
+    notes: Vec<Note>,
+    counts: Vec<CountRecord>,
+    stacks: Vec<(String, String)>,
+    min_stacks: HashMap<(PathBuf, String), Option<u64>>,
+    boundaries: HashMap<PathBuf, Option<u64>>,
+    memory_budget: u64,
+    scratch: PathBuf,
+}
+
+impl Session<'_> {
+    fn note(&mut self, e: &Experiment, v: &Variant, x: Option<f64>, kind: NoteKind, text: String) {
+        self.notes.push(Note {
+            experiment: e.name,
+            target: v.target,
+            variant: v.label(),
+            x,
+            kind,
+            text,
+        });
+    }
+
+    fn invocation(&self, e: &Experiment, v: &Variant, exe: &Path, args: &[String]) -> Invocation {
+        let mut env = Vec::new();
+        if v.is_cmm() {
+            env.push(("STACKRT_STATS".to_string(), "1".to_string()));
+        }
+        Invocation {
+            exe: exe.to_path_buf(),
+            args: args.to_vec(),
+            env,
+            main_stack: e.main_stack,
+            timeout: match self.options.size {
+                Size::Full => Duration::from_secs(900),
+                Size::Quick => Duration::from_secs(120),
+                Size::Tiny => Duration::from_secs(60),
+            },
+            stdout: None,
+        }
+    }
+
+    /// The smallest working stack at `depth`: searched at two small depths, extrapolated
+    /// linearly (the stack used per level rounded to a multiple of 4 bytes: the search is only
+    /// precise to a page), plus a margin, then checked with one thread at `depth` and raised by
+    /// an eighth until it works.
+    fn fixed_stack(&mut self, exe: &Path, probe: &Probe, main_stack: MainStack) -> Option<u64> {
+        let key = (
+            exe.to_path_buf(),
+            format!("{:?}@{}", probe.args, probe.depth),
+        );
+        if let Some(known) = self.min_stacks.get(&key) {
+            return *known;
+        }
+        let args_at = |depth: u64, stack: u64| -> Vec<String> {
+            probe
+                .args
+                .iter()
+                .map(|a| match a.as_str() {
+                    DEPTH_TOKEN => depth.to_string(),
+                    STACK_TOKEN => stack.to_string(),
+                    other => other.to_string(),
+                })
+                .collect()
+        };
+        let (d1, d2) = probe.small_depths;
+        let search = |depth: u64| {
+            self.runner
+                .min_stack(exe, |stack| args_at(depth, stack), main_stack, 4 << 30)
+        };
+        let found = (|| {
+            let s1 = search(d1)? as f64;
+            let s2 = search(d2)? as f64;
+            let measured = ((s2 - s1) / (d2 - d1) as f64).max(0.0);
+            let per_level = if d2 - d1 >= 50_000 {
+                (measured / 4.0).round() * 4.0
+            } else {
+                measured
+            };
+            let need = s1 + per_level * (probe.depth as f64 - d1 as f64);
+            let mut bytes = (need.max(s1) as u64 + STACK_MARGIN).div_ceil(4096) * 4096;
+            for _ in 0..6 {
+                let check = self.runner.run(&Invocation {
+                    exe: exe.to_path_buf(),
+                    args: args_at(probe.depth, bytes),
+                    env: Vec::new(),
+                    main_stack,
+                    timeout: Duration::from_secs(600),
+                    stdout: None,
+                });
+                if check.ending.ok() {
+                    return Some(bytes);
+                }
+                bytes = (bytes + bytes / 8).div_ceil(4096) * 4096;
+            }
+            None
+        })();
+        self.min_stacks.insert(key, found);
+        found
+    }
+
+    /// The hot split's boundary depth of a chunked executable: the depth at which the loop's
+    /// call overflows on every iteration (bisection over ranges of depths; the program sweeps a
+    /// range and `STACKRT_STATS` counts the overflows).
+    fn boundary(&mut self, e: &Experiment, v: &Variant, exe: &Path) -> Option<u64> {
+        if let Some(known) = self.boundaries.get(exe) {
+            return *known;
+        }
+        const LOOPS: u64 = 2000;
+        let overflows_of_loops = |session: &Self, first: u64, last: u64| -> u64 {
+            let count = |n: u64| {
+                let outcome = session.runner.run(&session.invocation(
+                    e,
+                    v,
+                    exe,
+                    &[first.to_string(), last.to_string(), n.to_string()],
+                ));
+                outcome.stats.get("overflows").copied().unwrap_or(0)
+            };
+            // The descents to each depth overflow too; only the loops' overflows count.
+            count(LOOPS).saturating_sub(count(0))
+        };
+        let (mut low, mut high) = (11u64, 20_000u64);
+        let found = if overflows_of_loops(self, low, high) < LOOPS / 2 {
+            None
+        } else {
+            while low < high {
+                let mid = (low + high) / 2;
+                if overflows_of_loops(self, low, mid) >= LOOPS / 2 {
+                    high = mid;
+                } else {
+                    low = mid + 1;
+                }
+            }
+            Some(low)
+        };
+        self.boundaries.insert(exe.to_path_buf(), found);
+        found
+    }
+
+    /// The arguments of `point` for one variant, or why it cannot run there.
+    fn arguments(
+        &mut self,
+        e: &Experiment,
+        v: &Variant,
+        exe: &Path,
+        point: &Point,
+    ) -> Result<Vec<String>, (NoteKind, String)> {
+        let mut stack = None;
+        if point.args.iter().any(|a| a == STACK_TOKEN) {
+            let bytes = match (&point.probe, v.fixed_stack()) {
+                (Some(probe), true) => self.fixed_stack(exe, probe, e.main_stack).ok_or((
+                    NoteKind::FixedStackCannot,
+                    "no stack size up to 4 GiB runs one thread".to_string(),
+                ))?,
+                _ => GROWING_STACK,
+            };
+            if v.fixed_stack() {
+                let together = bytes.saturating_mul(point.threads);
+                if v.target == Target::I686 && together > 3 << 30 {
+                    return Err((
+                        NoteKind::FixedStackCannot,
+                        format!(
+                            "{} threads x {:.1} MiB stacks do not fit a 32-bit address space",
+                            point.threads,
+                            bytes as f64 / 1048576.0
+                        ),
+                    ));
+                }
+                if together > self.memory_budget {
+                    return Err((
+                        NoteKind::FixedStackCannot,
+                        format!(
+                            "{} threads x {:.1} MiB stacks exceed 3/4 of physical memory (all may be deep at once)",
+                            point.threads,
+                            bytes as f64 / 1048576.0
+                        ),
+                    ));
+                }
+            }
+            stack = Some(bytes);
+        }
+        let mut boundary = None;
+        if point.args.iter().any(|a| a == BOUNDARY_TOKEN) {
+            boundary = Some(self.boundary(e, v, exe).ok_or((
+                NoteKind::Failed,
+                "no depth up to 20000 puts the loop's call on a chunk boundary".to_string(),
+            ))?);
+        }
+        Ok(point
+            .args
+            .iter()
+            .map(|a| match a.as_str() {
+                STACK_TOKEN => stack.expect("set above").to_string(),
+                BOUNDARY_TOKEN => boundary.expect("set above").to_string(),
+                other => other.to_string(),
+            })
+            .collect())
+    }
+
+    fn run_point(&mut self, e: &Experiment, point: &Point, built: &[(Variant, PathBuf)]) {
+        // Arguments and the verification round: every executable must succeed and print what
+        // the first one printed.
+        let mut runnable: Vec<(Variant, PathBuf, Vec<String>)> = Vec::new();
+        let mut reference: Option<(String, String)> = None;
+        for (v, exe) in built {
+            self.progress.show(&format!(
+                "{} x={} {} {}: checking",
+                e.name,
+                point.x,
+                v.target,
+                v.label()
+            ));
+            let args = match self.arguments(e, v, exe, point) {
+                Ok(args) => args,
+                Err((kind, text)) => {
+                    self.note(e, v, Some(point.x), kind, text);
+                    self.progress.done += self.options.runs + 1;
+                    continue;
+                }
+            };
+            if let Some(i) = point.args.iter().position(|a| a == STACK_TOKEN) {
+                self.stacks.push((
+                    format!("{} x={} {} {}", e.name, point.x, v.target, v.label()),
+                    args[i].clone(),
+                ));
+            }
+            let out_path = self.scratch.join("stdout.txt");
+            let mut inv = self.invocation(e, v, exe, &args);
+            inv.stdout = Some(out_path.clone());
+            let outcome = self.runner.run(&inv);
+            self.progress.done += 1;
+            let printed = std::fs::read_to_string(&out_path).unwrap_or_default();
+            let only_data = v.tool == Toolchain::Go;
+            self.records.push(Record {
+                experiment: e.name,
+                x: point.x,
+                target: v.target,
+                variant: v.label(),
+                round: 0,
+                args: args.join(" "),
+                outcome: outcome.clone(),
+            });
+            if !outcome.ending.ok() {
+                let kind = if v.fixed_stack() && point.args.iter().any(|a| a == STACK_TOKEN) {
+                    NoteKind::FixedStackCannot
+                } else {
+                    NoteKind::Failed
+                };
+                let text = format!("{} {}", outcome.ending.describe(), outcome.stderr_tail);
+                self.note(e, v, Some(point.x), kind, text.trim().to_string());
+                self.progress.done += self.options.runs;
+                continue;
+            }
+            match &reference {
+                None => {
+                    reference = Some((
+                        format!("{} {}", v.target, v.label()),
+                        normalized_output(&printed, false),
+                    ))
+                }
+                Some((who, expected)) => {
+                    let expected = if only_data {
+                        normalized_output(expected, true)
+                    } else {
+                        expected.clone()
+                    };
+                    if normalized_output(&printed, only_data) != expected {
+                        self.note(
+                            e,
+                            v,
+                            Some(point.x),
+                            NoteKind::Failed,
+                            format!("prints something else than {who}"),
+                        );
+                        self.progress.done += self.options.runs;
+                        continue;
+                    }
+                }
+            }
+            runnable.push((v.clone(), exe.clone(), args));
+        }
+        let first = e.points.first().is_some_and(|p| p.x == point.x);
+        let last = e.points.last().is_some_and(|p| p.x == point.x);
+        for &count in &e.counts {
+            let here = match count {
+                Count::Instructions => first,
+                Count::Syscalls => last,
+            };
+            if !here {
+                continue;
+            }
+            for (v, exe, args) in &runnable {
+                self.progress.show(&format!(
+                    "{} x={} counting {count:?} {} {}",
+                    e.name,
+                    point.x,
+                    v.target,
+                    v.label()
+                ));
+                let values = match count {
+                    Count::Instructions => count_instructions(exe, args).map(|n| vec![n]),
+                    Count::Syscalls => {
+                        let mut fewer = args.clone();
+                        if let Some(last) = fewer.last_mut() {
+                            *last = (last.parse::<u64>().unwrap_or(10) / 10).to_string();
+                        }
+                        count_syscalls(exe, &fewer)
+                            .and_then(|a| Some(vec![a, count_syscalls(exe, args)?]))
+                    }
+                };
+                match values {
+                    Some(values) => self.counts.push(CountRecord {
+                        experiment: e.name,
+                        x: point.x,
+                        target: v.target,
+                        variant: v.label(),
+                        count,
+                        values,
+                    }),
+                    None => self.note(
+                        e,
+                        v,
+                        Some(point.x),
+                        NoteKind::Failed,
+                        format!(
+                            "could not count {count:?} (valgrind or strace missing or failing)"
+                        ),
+                    ),
+                }
+            }
+        }
+        for round in 1..=self.options.runs {
+            let n = runnable.len();
+            for k in 0..n {
+                let (v, exe, args) = &runnable[(k + round) % n];
+                self.progress.show(&format!(
+                    "{} x={} round {round}/{} {} {}",
+                    e.name,
+                    point.x,
+                    self.options.runs,
+                    v.target,
+                    v.label()
+                ));
+                let outcome = self.runner.run(&self.invocation(e, v, exe, args));
+                self.progress.done += 1;
+                self.records.push(Record {
+                    experiment: e.name,
+                    x: point.x,
+                    target: v.target,
+                    variant: v.label(),
+                    round,
+                    args: args.join(" "),
+                    outcome,
+                });
+            }
+        }
+    }
+}
+
+/// User-space instructions of one run (valgrind's `I refs`), or `None`.
+fn count_instructions(exe: &Path, args: &[String]) -> Option<u64> {
+    let out = std::process::Command::new("valgrind")
+        .args([
+            "--tool=cachegrind",
+            "--cache-sim=no",
+            "--cachegrind-out-file=/dev/null",
+        ])
+        // Valgrind gives its client an 8 MiB stack unless told otherwise.
+        .arg("--main-stacksize=1073741824")
+        .arg(exe)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stderr);
+    let line = text
+        .lines()
+        .find(|l| l.contains("I refs:") || l.contains("I   refs:"))?;
+    line.rsplit(':')
+        .next()?
+        .trim()
+        .replace(',', "")
+        .parse()
+        .ok()
+}
+
+/// System calls of one run, all threads (`strace -f -c`), or `None`.
+fn count_syscalls(exe: &Path, args: &[String]) -> Option<u64> {
+    let table = std::env::temp_dir().join(format!("experiments-strace-{}", std::process::id()));
+    let ok = std::process::Command::new("strace")
+        .args(["-f", "-qq", "-c", "-o"])
+        .arg(&table)
+        .arg(exe)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?
+        .success();
+    let text = std::fs::read_to_string(&table).ok();
+    let _ = std::fs::remove_file(&table);
+    if !ok {
+        return None;
+    }
+    // A 32-bit process gets one table per mode (its execve is a 64-bit call): add the totals
+    // (columns: % time, seconds, usecs/call, calls, [errors,] "total").
+    let total = text?
+        .lines()
+        .filter(|l| l.trim_end().ends_with("total"))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<u64>().ok())
+        .sum();
+    Some(total)
+}
+
+/// Runs the selected experiments and returns everything measured.
+pub fn run(options: &Options) -> Result<Results, String> {
+    let start = Instant::now();
+    let runner = Runner::beside_current_exe()?;
+    let scratch = options.out.join("work");
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let builder = Builder::new(&options.root, &options.cmm, &scratch.join("bin"))?;
+    let mechanisms = accepted_mechanisms(&options.cmm);
+    let experiments: Vec<Experiment> = crate::experiments::all(&options.root, options.size)
+        .into_iter()
+        .filter(|e| options.only.is_empty() || options.only.iter().any(|o| o == e.name))
+        .collect();
+    if experiments.is_empty() {
+        return Err(format!(
+            "no experiment named {:?}; known: {}",
+            options.only,
+            crate::experiments::all(&options.root, options.size)
+                .iter()
+                .map(|e| e.name)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let total: usize = experiments
+        .iter()
+        .map(|e| {
+            e.points.len()
+                * variants_of(e, &mechanisms, &options.targets).len()
+                * (options.runs + 1)
+        })
+        .sum();
+    let mut session = Session {
+        options,
+        runner,
+        builder,
+        progress: Progress {
+            enabled: options.progress,
+            tty: std::io::stderr().is_terminal(),
+            start,
+            total,
+            done: 0,
+            last_line: None,
+        },
+        records: Vec::new(),
+        notes: Vec::new(),
+        counts: Vec::new(),
+        stacks: Vec::new(),
+        min_stacks: HashMap::new(),
+        boundaries: HashMap::new(),
+        memory_budget: physical_memory_bytes() / 4 * 3,
+        scratch,
+    };
+    for e in &experiments {
+        let variants = variants_of(e, &mechanisms, &options.targets);
+        let mut built = Vec::new();
+        for v in &variants {
+            session
+                .progress
+                .show(&format!("{}: building {} {}", e.name, v.target, v.label()));
+            match session.builder.build(&e.sources, v) {
+                Ok(exe) => built.push((v.clone(), exe)),
+                Err(reason) => {
+                    session.note(e, v, None, NoteKind::NotAvailable, reason);
+                    session.progress.done += e.points.len() * (options.runs + 1);
+                }
+            }
+        }
+        for point in &e.points {
+            session.run_point(e, point, &built);
+        }
+    }
+    session.progress.finish();
+    Ok(Results {
+        machine: Machine::detect(),
+        size: options.size,
+        runs: options.runs,
+        mechanisms,
+        experiments,
+        records: session.records,
+        notes: session.notes,
+        counts: session.counts,
+        stacks: session.stacks,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// Measured rounds of one (experiment, x, target, variant), in round order.
+pub fn measured<'r>(
+    results: &'r Results,
+    experiment: &str,
+    target: Target,
+    variant: &str,
+) -> BTreeMap<u64, Vec<&'r Record>> {
+    let mut by_x: BTreeMap<u64, Vec<&Record>> = BTreeMap::new();
+    for r in &results.records {
+        if r.round > 0
+            && r.outcome.ending.ok()
+            && r.experiment == experiment
+            && r.target == target
+            && r.variant == variant
+        {
+            by_x.entry(r.x.to_bits()).or_default().push(r);
+        }
+    }
+    by_x
+}
+
+/// Label of the gcc peer used in findings as "gcc -O0".
+pub fn gcc_label(level: GccLevel) -> String {
+    Variant {
+        target: Target::X86_64,
+        tool: Toolchain::Gcc(level),
+    }
+    .label()
+}

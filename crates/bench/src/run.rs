@@ -1,0 +1,293 @@
+//! Running one measured execution: through the small `runrss` helper (its own wall clock and
+//! the child's `ru_maxrss` from `wait4`), with a timeout, the runtime's statistics parsed from
+//! stderr; and finding the smallest fixed stack a program needs.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The stack limit of the process (`ulimit -s`), which sizes the main thread's stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MainStack {
+    Unlimited,
+    KiB(u64),
+}
+
+/// One execution to make.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    pub exe: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub main_stack: MainStack,
+    pub timeout: Duration,
+    /// Where the program's stdout goes (`None`: discarded).
+    pub stdout: Option<PathBuf>,
+}
+
+/// How an execution ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    /// The helper itself failed (the message says why).
+    Broken(String),
+}
+
+impl Ending {
+    pub fn ok(&self) -> bool {
+        *self == Ending::Exited(0)
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Ending::Exited(code) => format!("exit status {code}"),
+            Ending::Signaled(sig) => format!("killed by signal {sig}"),
+            Ending::TimedOut => "timed out".into(),
+            Ending::Broken(why) => why.clone(),
+        }
+    }
+
+    /// A short form for the CSV.
+    pub fn code(&self) -> String {
+        match self {
+            Ending::Exited(code) => format!("{code}"),
+            Ending::Signaled(sig) => format!("signal{sig}"),
+            Ending::TimedOut => "timeout".into(),
+            Ending::Broken(_) => "broken".into(),
+        }
+    }
+}
+
+/// What one execution measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub ending: Ending,
+    pub seconds: f64,
+    pub maxrss_kib: u64,
+    /// `stackrt` statistics (`STACKRT_STATS=1`), by snake_case name, first number of the line.
+    pub stats: BTreeMap<String, u64>,
+    /// The last lines of stderr that are not statistics (error messages).
+    pub stderr_tail: String,
+}
+
+/// Parses the `stackrt:   name   value ...` lines the runtime prints at exit.
+pub fn parse_stats(stderr: &str) -> (BTreeMap<String, u64>, String) {
+    let mut stats = BTreeMap::new();
+    let mut other = Vec::new();
+    for line in stderr.lines() {
+        let Some(rest) = line.strip_prefix("stackrt:   ") else {
+            if !line.starts_with("stackrt: stack statistics") && !line.trim().is_empty() {
+                other.push(line);
+            }
+            continue;
+        };
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let Some(position) = words.iter().position(|w| w.parse::<u64>().is_ok()) else {
+            other.push(line);
+            continue;
+        };
+        let name = words[..position].join("_").to_lowercase();
+        stats.insert(name, words[position].parse().expect("checked above"));
+    }
+    let keep = other.len().saturating_sub(3);
+    (stats, other[keep..].join(" | "))
+}
+
+/// Runs executions through the `runrss` helper.
+#[derive(Debug, Clone)]
+pub struct Runner {
+    helper: PathBuf,
+}
+
+impl Runner {
+    /// Finds `runrss` next to the running executable (cargo builds both into one directory).
+    pub fn beside_current_exe() -> Result<Runner, String> {
+        let me = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+        let mut dirs = vec![me.parent().map(Path::to_path_buf)];
+        // Test binaries live one level deeper (target/<profile>/deps).
+        dirs.push(me.parent().and_then(Path::parent).map(Path::to_path_buf));
+        for dir in dirs.into_iter().flatten() {
+            let helper = dir.join("runrss");
+            if helper.is_file() {
+                return Ok(Runner { helper });
+            }
+        }
+        Err(format!(
+            "the runrss helper is not next to {} (build it: cargo build -p bench --release)",
+            me.display()
+        ))
+    }
+
+    pub fn with_helper(helper: PathBuf) -> Runner {
+        Runner { helper }
+    }
+
+    /// Runs one execution to its end or its timeout.
+    pub fn run(&self, inv: &Invocation) -> Outcome {
+        let broken = |why: String| Outcome {
+            ending: Ending::Broken(why),
+            seconds: f64::NAN,
+            maxrss_kib: 0,
+            stats: BTreeMap::new(),
+            stderr_tail: String::new(),
+        };
+        let mut cmd = Command::new(&self.helper);
+        match inv.main_stack {
+            MainStack::Unlimited => cmd.args(["--stack-kib", "unlimited"]),
+            MainStack::KiB(kib) => cmd.args(["--stack-kib", &kib.to_string()]),
+        };
+        if let Some(path) = &inv.stdout {
+            cmd.arg("--stdout").arg(path);
+        }
+        cmd.arg("--")
+            .arg(&inv.exe)
+            .args(&inv.args)
+            .envs(inv.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: a timeout kills the helper and the program together.
+            .process_group(0);
+        let mut child = match cmd.spawn() {
+            Ok(child) => child,
+            Err(e) => return broken(format!("cannot start {}: {e}", self.helper.display())),
+        };
+        let mut stderr_pipe = child.stderr.take().expect("piped");
+        // Read stderr concurrently: a program printing more than a pipe holds would block.
+        let stderr_reader = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = stderr_pipe.read_to_string(&mut text);
+            text
+        });
+        let start = Instant::now();
+        let mut timed_out = false;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if start.elapsed() > inv.timeout => {
+                    // SAFETY: kill with a negative pid signals the process group we created;
+                    // it touches no memory.
+                    unsafe {
+                        libc::kill(-(child.id() as i32), libc::SIGKILL);
+                    }
+                    let _ = child.wait();
+                    timed_out = true;
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+                Err(e) => return broken(format!("waiting for the helper: {e}")),
+            }
+        }
+        let mut report = String::new();
+        if let Some(mut out) = child.stdout.take() {
+            let _ = out.read_to_string(&mut report);
+        }
+        let stderr = stderr_reader.join().unwrap_or_default();
+        let (stats, stderr_tail) = parse_stats(&stderr);
+        if timed_out {
+            return Outcome {
+                ending: Ending::TimedOut,
+                seconds: inv.timeout.as_secs_f64(),
+                maxrss_kib: 0,
+                stats,
+                stderr_tail,
+            };
+        }
+        let fields: Vec<&str> = report.split_whitespace().collect();
+        let parsed = match fields.as_slice() {
+            [status, seconds, maxrss] => status
+                .parse::<i32>()
+                .ok()
+                .zip(seconds.parse::<f64>().ok())
+                .zip(maxrss.parse::<u64>().ok()),
+            _ => None,
+        };
+        let Some(((status, seconds), maxrss_kib)) = parsed else {
+            return broken(format!("runrss said {report:?}; stderr: {stderr_tail}"));
+        };
+        let ending = if libc::WIFEXITED(status) {
+            match libc::WEXITSTATUS(status) {
+                127 => Ending::Broken(format!("cannot execute {}", inv.exe.display())),
+                code => Ending::Exited(code),
+            }
+        } else {
+            Ending::Signaled(libc::WTERMSIG(status))
+        };
+        Outcome {
+            ending,
+            seconds,
+            maxrss_kib,
+            stats,
+            stderr_tail,
+        }
+    }
+
+    /// The smallest stack-size argument (to a page, from 16 KiB) with which `args(stack)` exits
+    /// 0, searching up to `max`; `None` if even `max` fails.
+    pub fn min_stack(
+        &self,
+        exe: &Path,
+        args: impl Fn(u64) -> Vec<String>,
+        main_stack: MainStack,
+        max: u64,
+    ) -> Option<u64> {
+        const PAGE: u64 = 4096;
+        let works = |stack: u64| {
+            self.run(&Invocation {
+                exe: exe.to_path_buf(),
+                args: args(stack),
+                env: Vec::new(),
+                main_stack,
+                timeout: Duration::from_secs(30),
+                stdout: None,
+            })
+            .ending
+            .ok()
+        };
+        let mut low = 16 * 1024 - PAGE; // known (assumed) to fail
+        let mut high = 1 << 20;
+        while !works(high) {
+            if high >= max {
+                return None;
+            }
+            low = high;
+            high = (high * 4).min(max);
+        }
+        while high - low > PAGE {
+            let mid = (low + high) / 2 / PAGE * PAGE;
+            if mid <= low {
+                break;
+            }
+            if works(mid) {
+                high = mid;
+            } else {
+                low = mid;
+            }
+        }
+        Some(high)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_lines_are_parsed() {
+        let stderr = "stackrt: stack statistics (chunk size 32768 bytes)\n\
+            stackrt:   overflows             979\n\
+            stackrt:   chunks from pool      0 in 0 takes (4 gives)\n\
+            stackrt:   peak chunks in use    980 (32112640 bytes)\n\
+            stackrt: thread 3 (tid 4711): stack limit exceeded\n";
+        let (stats, other) = parse_stats(stderr);
+        assert_eq!(stats["overflows"], 979);
+        assert_eq!(stats["chunks_from_pool"], 0);
+        assert_eq!(stats["peak_chunks_in_use"], 980);
+        assert!(other.contains("stack limit exceeded"));
+    }
+}
