@@ -1,0 +1,313 @@
+//! End-to-end tests of the MMU mechanisms (`mmu`, `mmu-reuse`; thesis 3.4.4) and of the
+//! runtime's `SIGSEGV` handler under every mechanism: deep recursion through guard-page faults,
+//! crashes that must be reported (not taken for stack growth, never a loop or a hang), a signal
+//! storm during deep recursion, many threads on i686, and fixed stacks that explain their
+//! overflow. Expected outputs come from formulas and the programs' own `printf` lines; the
+//! corpus (tests/corpus.rs) runs every program under both MMU mechanisms too.
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const MMU_MECHS: [&str; 2] = ["mmu", "mmu-reuse"];
+const TARGETS: [&str; 2] = ["x86_64", "i686"];
+const SIGSEGV: i32 = 11;
+/// Every crash must end well within this (a handler that loops on its fault never would).
+const CRASH_DEADLINE: Duration = Duration::from_secs(10);
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn compile(file: &Path, dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    let exe = dir.join(name);
+    let o = Command::new(env!("CARGO_BIN_EXE_cmm"))
+        .arg("compile")
+        .arg(file)
+        .args(args)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cmm compile {} {args:?}: {}",
+        file.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    exe
+}
+
+/// Runs `cmd`, killing it after `deadline` (and failing the test, naming it).
+fn run_within(mut cmd: Command, deadline: Duration, what: &str) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > deadline {
+            let _ = child.kill();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "{what} did not end within {deadline:?} (stderr: {})",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn stat(stderr: &str, name: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| {
+            l.trim_start_matches("stackrt:")
+                .trim_start()
+                .starts_with(name)
+        })
+        .unwrap_or_else(|| panic!("no `{name}` in the statistics:\n{stderr}"));
+    line.split_whitespace()
+        .find_map(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no number in {line:?}"))
+}
+
+fn sum_formula(n: u64) -> i32 {
+    (n * (n + 1) / 2) as u32 as i32
+}
+
+fn deep_sum_expected(n: u64) -> String {
+    format!(
+        "sum {n} = {}\nhalf {n} = {:.1}\n",
+        sum_formula(n),
+        n as f64 / 2.0
+    )
+}
+
+/// Asserts the one report line of a crash: exactly one line on stderr, from the runtime,
+/// containing `want`.
+fn assert_one_line(o: &Output, want: &str, what: &str) {
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 1, "{what}: want one line, got:\n{err}");
+    assert!(
+        lines[0].starts_with("stackrt: ") && lines[0].contains(want),
+        "{what}: want a line containing {want:?}, got:\n{err}"
+    );
+}
+
+#[test]
+fn ten_million_nested_calls_through_guard_page_faults() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/deep_sum.cm");
+    let n = 10_000_000;
+    for target in TARGETS {
+        for mech in MMU_MECHS {
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("deep-{mech}-{target}"),
+                &["--mech", mech, "--target", target],
+            );
+            let mut cmd = Command::new(&exe);
+            cmd.arg(n.to_string()).env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(120), "10 million levels");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
+            assert_eq!(text(&o.stdout), deep_sum_expected(n), "{mech} {target}");
+            // At least 16 bytes per level (argument and return address slots, frame): over
+            // 160 MB of stack, so over a hundred chunks of the default size, each linked by
+            // a fault and left through the underflow stub.
+            let faults = stat(&err, "guard faults taken");
+            assert!(faults > 100, "{mech} {target}: {err}");
+            assert_eq!(faults, stat(&err, "overflows"), "{err}");
+            assert_eq!(stat(&err, "underflows"), stat(&err, "overflows"), "{err}");
+            if mech == "mmu" {
+                // Without reuse every chunk left goes back to the system at once.
+                assert_eq!(stat(&err, "chunks from cache"), 0, "{err}");
+                assert!(stat(&err, "chunks released") >= faults, "{err}");
+            } else {
+                assert!(stat(&err, "chunks from cache") > 0, "{err}");
+            }
+        }
+    }
+}
+
+#[test]
+fn crashes_are_reported_in_one_line_and_die_with_sigsegv() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/mmu/crash.cm");
+    let cases = [
+        ("null", "NULL pointer dereference"),
+        ("wild", "invalid access to address"),
+        ("cfault", "NULL pointer dereference"),
+    ];
+    for target in TARGETS {
+        for mech in ["mmu", "mmu-reuse", "lookahead", "traditional", "callee-cleanup"] {
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("crash-{mech}-{target}"),
+                &["--mech", mech, "--target", target],
+            );
+            for (case, want) in cases {
+                let what = format!("{case} under {mech} on {target}");
+                let mut cmd = Command::new(&exe);
+                cmd.arg(case);
+                let o = run_within(cmd, CRASH_DEADLINE, &what);
+                assert_eq!(o.status.signal(), Some(SIGSEGV), "{what}: {:?}", o.status);
+                assert_one_line(&o, want, &what);
+                assert!(!text(&o.stderr).contains("overflowed"), "{what}");
+            }
+            // The control: no fault, no report.
+            let mut cmd = Command::new(&exe);
+            cmd.args(["deep", "1000"]);
+            let o = run_within(cmd, CRASH_DEADLINE, "deep 1000");
+            assert_eq!(o.status.code(), Some(0));
+            assert_eq!(text(&o.stdout), "500500\n");
+            assert_eq!(text(&o.stderr), "");
+        }
+    }
+}
+
+#[test]
+fn runaway_recursion_stops_at_the_stack_limit_under_mmu() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/mmu/crash.cm");
+    for target in TARGETS {
+        for mech in MMU_MECHS {
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("runaway-{mech}-{target}"),
+                &["--mech", mech, "--target", target],
+            );
+            for case in ["runaway", "thread"] {
+                let what = format!("{case} under {mech} on {target}");
+                let mut cmd = Command::new(&exe);
+                cmd.arg(case).env("STACKRT_STACK_LIMIT", "64M");
+                let o = run_within(cmd, CRASH_DEADLINE, &what);
+                assert_eq!(o.status.code(), Some(70), "{what}: {:?}", o.status);
+                assert_one_line(&o, "stack limit exceeded", &what);
+            }
+        }
+    }
+}
+
+#[test]
+fn fixed_stacks_explain_their_overflow() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/mmu/crash.cm");
+    for target in TARGETS {
+        for mech in ["traditional", "callee-cleanup"] {
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("fixed-{mech}-{target}"),
+                &["--mech", mech, "--target", target],
+            );
+            for case in ["runaway", "thread"] {
+                let what = format!("{case} under {mech} on {target}");
+                let mut cmd = Command::new("sh");
+                // An 8 MiB main stack whatever the caller's limit (the report names its size).
+                cmd.arg("-c")
+                    .arg("ulimit -s 8192 && exec \"$0\" \"$1\"")
+                    .arg(&exe)
+                    .arg(case);
+                let o = run_within(cmd, CRASH_DEADLINE, &what);
+                assert_eq!(o.status.signal(), Some(SIGSEGV), "{what}: {:?}", o.status);
+                assert_one_line(&o, "overflowed its fixed stack of", &what);
+                let err = text(&o.stderr);
+                assert!(err.contains(&format!("--mech {mech}")), "{what}: {err}");
+                if case == "runaway" {
+                    assert!(err.contains("main thread"), "{what}: {err}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_signal_storm_during_deep_recursion_changes_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/deep_sum.cm");
+    let n = 2_000_000;
+    for target in TARGETS {
+        let storm = dir.path().join(format!("storm-{target}.so"));
+        let m = if target == "i686" { "-m32" } else { "-m64" };
+        let o = Command::new("cc")
+            .args([m, "-shared", "-fPIC", "-O2", "-o"])
+            .arg(&storm)
+            .arg(root().join("tests/mmu/storm.c"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        for mech in MMU_MECHS {
+            // Small chunks: a guard fault every few hundred levels, signals arriving in the
+            // middle of probes, returns through the stub and fault handling alike.
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("storm-{mech}-{target}"),
+                &["--mech", mech, "--target", target, "--chunk-size", "16384"],
+            );
+            let mut cmd = Command::new(&exe);
+            cmd.arg(n.to_string())
+                .env("LD_PRELOAD", &storm)
+                .env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(120), "the storm");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
+            assert_eq!(text(&o.stdout), deep_sum_expected(n), "{mech} {target}");
+            let signals: u64 = err
+                .lines()
+                .find_map(|l| l.strip_prefix("storm: "))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|w| w.parse().ok())
+                .unwrap_or_else(|| panic!("no storm count: {err}"));
+            assert!(signals >= 50, "{mech} {target}: only {signals} signals: {err}");
+            assert!(stat(&err, "guard faults taken") > 500, "{err}");
+        }
+    }
+}
+
+/// The thesis's tree parameters with 256 threads, one spike each (see tests/lookahead.rs):
+/// every spike recurses 1 million calls (16 MiB) deep on i686, where 256 fixed stacks of that
+/// size do not fit.
+const TREE_ARGS: [&str; 6] = ["1000", "1000000", "0.3", "3", "256", "16777216"];
+
+#[test]
+fn the_tree_with_256_threads_runs_in_32_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/programs/thesis/tree_multi.cm");
+    let expected = "balanced_size 1000\nunbalanced_size 1000000\npercent_spike 0.300000\n\
+                    searches 3\nthreads 256\nUsing given stack size\nstacksize 16777216\n\
+                    Data: 256\n";
+    for mech in MMU_MECHS {
+        let exe = compile(
+            &src,
+            dir.path(),
+            &format!("tree-{mech}"),
+            &["--mech", mech, "--target", "i686"],
+        );
+        let mut cmd = Command::new(&exe);
+        cmd.args(TREE_ARGS).env("STACKRT_STATS", "1");
+        let o = run_within(cmd, Duration::from_secs(120), "256 tree threads");
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{mech}: {err}");
+        assert_eq!(text(&o.stdout), expected, "{mech}");
+        assert_eq!(stat(&err, "threads entered"), 257, "{mech}: {err}");
+        // Each spike crosses about 16 MiB / 128 KiB = 128 chunks, each linked by a fault.
+        assert!(stat(&err, "guard faults taken") >= 256 * 100, "{mech}: {err}");
+        assert!(stat(&err, "peak stack bytes") >= 15_500_000, "{mech}: {err}");
+    }
+}
