@@ -73,17 +73,18 @@ fn decode_one(
     is64: bool,
 ) -> Option<(usize, Option<usize>, usize)> {
     let neg = |d: i32| (d < 0).then(|| d.unsigned_abs() as usize);
-    if (0..3).all(|i| code(at + i) == PROBE_TEST[i]) {
+    // Byte by byte, stopping at the first mismatch: never a read past a non-probe's opcode.
+    let matches = |at: usize, pat: &[u8]| pat.iter().enumerate().all(|(i, b)| code(at + i) == *b);
+    if matches(at, &PROBE_TEST) {
         return Some((neg(read_i32(code, at + 3))?, None, 7));
     }
     let rex = usize::from(is64);
     if is64 && code(at) != 0x48 {
         return None;
     }
-    let op = [code(at + rex), code(at + rex + 1), code(at + rex + 2)];
-    let (disp, imm_at) = if op == PROBE_WRITE_32[0] {
+    let (disp, imm_at) = if matches(at + rex, &PROBE_WRITE_32[0]) {
         (i32::from(code(at + rex + 3) as i8), at + rex + 4)
-    } else if op == PROBE_WRITE_32[1] {
+    } else if matches(at + rex, &PROBE_WRITE_32[1]) {
         (read_i32(code, at + rex + 3), at + rex + 7)
     } else {
         return None;
