@@ -7,8 +7,8 @@ use std::process::Command;
 
 use proptest::prelude::*;
 use stackrt::mech::mmu::{
-    classify, decode_run, ChunkBounds, Crash, Fault, ProbeRun, Verdict, PROBE_TEST,
-    PROBE_WRITE_32, PROBE_WRITE_64, SEGV_ACCERR,
+    classify, decode_run, ChunkBounds, Crash, Fault, ProbeRun, Verdict, PROBE_TEST, PROBE_WRITE_32,
+    PROBE_WRITE_64, SEGV_ACCERR,
 };
 
 const PAGE: usize = 4096;
@@ -217,7 +217,11 @@ fn tempfile_dir() -> std::path::PathBuf {
 fn the_probe_encodings_are_what_the_assembler_makes() {
     // The instructions the compiler prints (cmm_codegen::emit::mech::mmu), decoded here.
     for is64 in [false, true] {
-        let (sp, word) = if is64 { ("rsp", "qword") } else { ("esp", "dword") };
+        let (sp, word) = if is64 {
+            ("rsp", "qword")
+        } else {
+            ("esp", "dword")
+        };
         let text = format!(
             "\ttest dword ptr [{sp} - 4096], esp\n\ttest dword ptr [{sp} - 8192], esp\n\
              \tmov {word} ptr [{sp} - 8200], 0x401000\n\tnop\n"
@@ -234,15 +238,24 @@ fn the_probe_encodings_are_what_the_assembler_makes() {
                 len: b.len() - 1
             }
         );
-        let small = assemble(&format!("\tmov {word} ptr [{sp} - 32], 0x401000\n\tnop\n"), is64);
+        let small = assemble(
+            &format!("\tmov {word} ptr [{sp} - 32], 0x401000\n\tnop\n"),
+            is64,
+        );
         if is64 {
             assert_eq!(&small[..4], &PROBE_WRITE_64[0]);
         } else {
             assert_eq!(&small[..3], &PROBE_WRITE_32[0]);
         }
         let run = decode_run(|i| small[i], is64).unwrap();
-        assert_eq!((run.first, run.ret, run.len), (32, Some(0x401000), small.len() - 1));
-        let large = assemble(&format!("\tmov {word} ptr [{sp} - 40000], 0x401000\n"), is64);
+        assert_eq!(
+            (run.first, run.ret, run.len),
+            (32, Some(0x401000), small.len() - 1)
+        );
+        let large = assemble(
+            &format!("\tmov {word} ptr [{sp} - 40000], 0x401000\n"),
+            is64,
+        );
         if is64 {
             assert_eq!(&large[..4], &PROBE_WRITE_64[1]);
         } else {

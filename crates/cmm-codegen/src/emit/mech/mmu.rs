@@ -499,6 +499,67 @@ mod tests {
         assert!(!s.contains("test"), "{s}");
     }
 
+    /// Assembles `text` with the system C compiler and returns the bytes of `.text`.
+    fn assemble(text: &str, t: Target) -> Vec<u8> {
+        let dir =
+            std::env::temp_dir().join(format!("cmm-mmu-probe-{}-{:?}", std::process::id(), t));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s, o, bin) = (dir.join("p.s"), dir.join("p.o"), dir.join("p.bin"));
+        std::fs::write(&s, format!("\t.intel_syntax noprefix\n\t.text\n{text}")).unwrap();
+        let m = if t == Target::I686 { "-m32" } else { "-m64" };
+        let run = |c: &mut std::process::Command| assert!(c.status().unwrap().success());
+        run(std::process::Command::new("cc")
+            .args([m, "-c", "-o"])
+            .arg(&o)
+            .arg(&s));
+        run(std::process::Command::new("objcopy")
+            .args(["-O", "binary", "--only-section=.text"])
+            .arg(&o)
+            .arg(&bin));
+        let b = std::fs::read(&bin).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        b
+    }
+
+    /// The compiler's half of the probe-encoding contract with the runtime's fault handler
+    /// (`stackrt::mech::mmu`): what this module prints assembles to the documented bytes.
+    #[test]
+    fn printed_probes_assemble_to_the_documented_encodings() {
+        for t in [Target::I686, Target::X86_64] {
+            for (distance, tests) in [(32u32, 0usize), (4096, 0), (40000, 9)] {
+                let mut s = String::new();
+                call_probe(&site(t, 8), distance, &mut s);
+                s.push_str(".Lf0ret1:\n");
+                let b = assemble(&s, t);
+                // `mov ebp, esp` / `mov rbp, rsp`
+                let mov = if t == Target::I686 { 2 } else { 3 };
+                let mut at = mov;
+                for k in 1..=tests {
+                    assert_eq!(&b[at..at + 3], &PROBE_TEST, "{t:?} {distance}");
+                    let d = i32::from_le_bytes(b[at + 3..at + 7].try_into().unwrap());
+                    assert_eq!(d, -(k as i32 * 4096));
+                    at += 7;
+                }
+                let (op, disp_len): (&[u8], usize) = match (t, distance <= 128) {
+                    (Target::I686, true) => (&PROBE_WRITE_32[0], 1),
+                    (Target::I686, false) => (&PROBE_WRITE_32[1], 4),
+                    (Target::X86_64, true) => (&PROBE_WRITE_64[0], 1),
+                    (Target::X86_64, false) => (&PROBE_WRITE_64[1], 4),
+                };
+                assert_eq!(&b[at..at + op.len()], op, "{t:?} {distance}");
+                assert_eq!(b.len(), at + op.len() + disp_len + 4, "{t:?} {distance}");
+            }
+            let mut s = String::new();
+            Mmu::new(false, HashMap::new()).extern_call_prefix(&site(t, 16), &mut s);
+            let b = assemble(&s, t);
+            let mov = if t == Target::I686 { 2 } else { 3 };
+            assert_eq!((b.len() - mov) % 7, 0);
+            for p in b[mov..].chunks(7) {
+                assert_eq!(&p[..3], &PROBE_TEST);
+            }
+        }
+    }
+
     #[test]
     fn epilogue_removes_frame_and_arguments_and_jumps_through_the_bottom_word() {
         let mut s = String::new();
