@@ -633,13 +633,15 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let total_calls: u64 = pick(size, 60_000_000, 8_000_000, 200_000);
     let depths: Vec<u64> = pick(
         size,
-        vec![4, 8, 16, 24, 32, 48, 64, 256, 4096, 30_000, 1_000_000],
-        vec![8, 16, 32, 64, 4096, 1_000_000],
+        vec![
+            8, 16, 32, 64, 256, 4_096, 16_384, 65_536, 262_144, 1_000_000, 4_000_000,
+        ],
+        vec![16, 64, 4_096, 65_536, 1_000_000],
         vec![16, 1_000],
     );
     list.push(Experiment {
-        name: "return_prediction",
-        title: "Why callee-cleanup beats traditional on deep recursion: ns per call against depth",
+        name: "call_depth",
+        title: "ns per call against recursion depth (why callee-cleanup beats traditional deep down)",
         figures: "explains paper section 6.1 (\"surprisingly\")",
         sources: Sources {
             cm: root.join("crates/bench/programs/deep_repeat.cm"),
@@ -668,7 +670,48 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         main_stack: MainStack::Unlimited,
         shape: Shape::PerUnit,
         counts: vec![Count::Syscalls],
-        reductions: vec![format!("{total_calls} calls per run at every depth")],
+        reductions: vec![format!(
+            "{total_calls} calls per run at every depth: depths below the return stack buffer (16-32 entries), \
+             within the L1/L2 caches, and far beyond the last-level cache"
+        )],
+    });
+    let (unwind_depth, unwind_reps): (u64, u64) =
+        pick(size, (30_000, 1_000), (30_000, 200), (1_000, 10));
+    list.push(Experiment {
+        name: "unwind_call",
+        title: "A C call every 8192 levels while a deep recursion unwinds",
+        figures: "the cost the lookahead underflow avoids by making no call (ARCHITECTURE.md)",
+        sources: Sources {
+            cm: root.join("crates/bench/programs/deep_repeat.cm"),
+            go: None,
+            cmm_options: Vec::new(),
+        },
+        x_label: "levels between C calls on the way up (0 = none)",
+        log_x: false,
+        points: [0u64, 8192]
+            .iter()
+            .map(|&every| Point {
+                x: every as f64,
+                args: vec![
+                    unwind_depth.to_string(),
+                    unwind_reps.to_string(),
+                    every.to_string(),
+                ],
+                probe: None,
+                threads: 1,
+                work: Some((unwind_depth * unwind_reps) as f64),
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: vec![GccLevel::O0, GccLevel::O2NoSibling],
+        native: true,
+        go: false,
+        main_stack: MainStack::Unlimited,
+        shape: Shape::PerUnit,
+        counts: vec![],
+        reductions: vec![format!(
+            "a {unwind_depth}-deep recursion repeated {unwind_reps} times"
+        )],
     });
     let pairs: u64 = pick(size, 2_000_000, 100_000, 20_000);
     list.push(Experiment {

@@ -155,25 +155,142 @@ fn frame_size_growth(table: &Table, t: Target) -> Measured {
 }
 
 fn deep_return_advantage(table: &Table, t: Target) -> Measured {
-    let e = "return_prediction";
+    let e = "call_depth";
     let all = xs(table, e);
     let deep = *all.last()?;
-    let shallow = *all.first()?;
+    // The cache-resident comparison: the deepest point whose stack fits in L2 (4096 levels).
+    let resident = all.iter().copied().rfind(|&x| x <= 4096.0)?;
     let ratio = |x| {
         Some(
             cell(table, e, t, "callee-cleanup", x)?.time.mean
                 / cell(table, e, t, "traditional", x)?.time.mean,
         )
     };
-    let (d, s) = (ratio(deep)?, ratio(shallow)?);
+    let (d, r) = (ratio(deep)?, ratio(resident)?);
     Some((
-        d,
+        d / r,
         format!(
-            "callee/trad {d:.2} at depth {}, {s:.2} at depth {}",
+            "callee/trad {d:.2} at depth {}, {r:.2} at depth {}",
             x_text(deep),
-            x_text(shallow)
+            x_text(resident)
         ),
     ))
+}
+
+/// The explanation of callee-cleanup's advantage, with the measured depth profile.
+fn write_call_depth_explanation(out: &mut String, results: &Results, table: &Table) {
+    let e = "call_depth";
+    let depths = xs(table, e);
+    let Some(experiment) = results.experiments.iter().find(|x| x.name == e) else {
+        return;
+    };
+    if depths.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n### Why callee-cleanup beats traditional on deep recursion\n\n\
+         `call_depth` runs the same recursion (crates/bench/programs/deep_repeat.cm) at depths \
+         from a few levels to far beyond the caches, repeated to the same number of calls, and \
+         reports ns per call (mean time / calls):\n"
+    );
+    let _ = writeln!(
+        out,
+        "| target | depth | traditional ns | callee-cleanup ns | callee / trad |\n|---|---:|---:|---:|---:|"
+    );
+    for &t in &[Target::I686, Target::X86_64] {
+        for &x in &depths {
+            let (Some(a), Some(b)) = (
+                cell(table, e, t, "traditional", x),
+                cell(table, e, t, "callee-cleanup", x),
+            ) else {
+                continue;
+            };
+            let Some(calls) = experiment
+                .points
+                .iter()
+                .find(|p| p.x == x)
+                .and_then(|p| p.work)
+            else {
+                continue;
+            };
+            let _ = writeln!(
+                out,
+                "| {t} | {} | {:.2} | {:.2} | {:.2} |",
+                x_text(x),
+                a.time.mean / calls * 1e9,
+                b.time.mean / calls * 1e9,
+                b.time.mean / a.time.mean
+            );
+        }
+    }
+    // Where the gap opens: the smallest depth from which callee-cleanup stays 10% ahead.
+    let mut opens = Vec::new();
+    for &t in &[Target::I686, Target::X86_64] {
+        let ratios: Vec<(f64, f64)> = depths
+            .iter()
+            .filter_map(|&x| {
+                Some((
+                    x,
+                    cell(table, e, t, "callee-cleanup", x)?.time.mean
+                        / cell(table, e, t, "traditional", x)?.time.mean,
+                ))
+            })
+            .collect();
+        let first_of_tail = (0..ratios.len())
+            .find(|&i| ratios[i..].iter().all(|&(_, r)| r < 0.9))
+            .map(|i| ratios[i].0);
+        if !ratios.is_empty() {
+            opens.push((t, first_of_tail));
+        }
+    }
+    let described: Vec<String> = opens
+        .iter()
+        .map(|(t, at)| match at {
+            Some(x) => format!("from depth {} on {t}", x_text(*x)),
+            None => format!("nowhere on {t}"),
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nCallee-cleanup stays at least 10% ahead {}.",
+        described.join(" and ")
+    );
+    let shallow = opens.iter().any(|(_, at)| at.is_some_and(|x| x <= 64.0));
+    let deep = opens.iter().any(|(_, at)| at.is_some_and(|x| x > 4096.0));
+    if deep && !shallow {
+        let _ = writeln!(
+            out,
+            "\nIf the CPU's return stack buffer (16-32 entries) were the cause, the gap would open \
+             at depths of 16-64, where `ret` stops being predicted by it. It opens only where the \
+             stack (depth x frame) outgrows the caches. Both conventions load the return address \
+             from memory on the way back up, and in a deep unwind that load misses the caches. \
+             The explanation consistent with this profile: a `ret` beyond the return stack \
+             buffer's depth is predicted poorly and its target is known only when the missing load \
+             arrives, while callee-cleanup's `jmp` through the saved address is an indirect jump \
+             that the branch target predictor gets right (a recursion always returns to the same \
+             call site), so the CPU runs ahead of the miss."
+        );
+    } else if shallow {
+        let _ = writeln!(
+            out,
+            "\nThe gap opens at the return stack buffer's depth (16-64): consistent with `ret` \
+             mispredicting once the return stack buffer overflows, while callee-cleanup's `jmp` \
+             through the saved address is predicted by the branch target predictor."
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nNo depth shows a consistent advantage in this run (a quick run's noise can hide it)."
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nThis VM exposes no performance counters (`perf stat`: not supported), so mispredictions \
+         and cache misses could not be counted directly; on a machine with counters, \
+         `perf stat -e branch-misses,cache-misses` on the `call_depth` executables (kept in the \
+         output's work/bin) tests the explanation."
+    );
 }
 
 fn findings() -> Vec<Finding> {
@@ -212,11 +329,11 @@ fn findings() -> Vec<Finding> {
         },
         Finding {
             source: "this project (explains paper 6.1)",
-            claim: "Callee-cleanup wins only when the recursion is deeper than the CPU's return stack buffer: `ret` mispredicts past it, callee-cleanup's `jmp` through the saved return address is predicted by the indirect-branch predictor",
+            claim: "Callee-cleanup's advantage is a deep-recursion effect: it appears when the stack outgrows the caches, not while it fits (see the explanation below)",
             thesis: "(no figure: the paper calls it a surprise)",
             measure: |_, t, tg| deep_return_advantage(t, tg),
-            holds: |r| r < 0.97,
-            changed_because: "no advantage at depth on this CPU",
+            holds: |r| r < 0.9,
+            changed_because: "",
         },
         Finding {
             source: "thesis B.1-B.6",
@@ -359,4 +476,5 @@ pub fn write_table(out: &mut String, results: &Results, table: &Table) {
             text(&ours[1])
         );
     }
+    write_call_depth_explanation(out, results, table);
 }
