@@ -122,7 +122,7 @@ fn unimplemented_combinations_exit_2_with_one_line() {
     let s = src(HELLO);
     let cases: [&[&str]; 4] = [
         &["--target", "i686", "--backend", "native"],
-        &["--mech", "mmu"],
+        &["--mech", "heap"],
         &["--mech", "traditional", "--chunk-size", "4096"],
         &["--backend", "native", "--mech", "callee-cleanup"],
     ];

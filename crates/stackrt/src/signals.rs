@@ -278,32 +278,32 @@ fn report(addr: usize, pc: usize, sp: usize, why: mmu::Crash, chunk: Option<Chun
     let in_fixed_guard = size != 0 && addr < low && addr >= low.saturating_sub(FIXED_GUARD_REACH);
     let abi = ABI.load(Relaxed);
     let _ = if in_fixed_guard {
-        write!(
+        writeln!(
             buf,
             " overflowed its fixed stack of {size} bytes (--mech {}; segmentation fault at \
              {addr:#x}): use a chunked mechanism (--mech lookahead or mmu) or a larger stack \
-             size\n",
+             size",
             mech_name(abi)
         )
     } else if addr < NULL_PAGE_END {
-        write!(
+        writeln!(
             buf,
             ": segmentation fault: invalid access to address {addr:#x}, a NULL pointer \
-             dereference (instruction {pc:#x})\n"
+             dereference (instruction {pc:#x})"
         )
     } else if why == mmu::Crash::NotAProbe || why == mmu::Crash::StackPointerOutside {
         let limit = chunk.map_or(0, |c| c.limit);
-        write!(
+        writeln!(
             buf,
             ": segmentation fault at {addr:#x} in the guard page of its stack chunk (limit \
              {limit:#x}, sp {sp:#x}, instruction {pc:#x}): a C function called from C-- used \
-             more stack than the extern budget, or a wild access\n"
+             more stack than the extern budget, or a wild access"
         )
     } else {
-        write!(
+        writeln!(
             buf,
             ": segmentation fault: invalid access to address {addr:#x} (instruction {pc:#x}, \
-             sp {sp:#x})\n"
+             sp {sp:#x})"
         )
     };
     buf.write_to_stderr();

@@ -365,6 +365,7 @@ fn stats_are_printed_at_exit() {
         format!("stackrt:   arenas mapped         1 ({arena} bytes)"),
         "stackrt:   peak resident chunks  65536 bytes".into(),
         "stackrt:   reclaim calls         1".into(),
+        "stackrt:   guard faults taken    0".into(),
         "stackrt:   waits for memory      0 (0 gave up waiting)".into(),
         "stackrt:   peak chunks in use    2 (65536 bytes)".into(),
         "stackrt:   peak stack bytes      3000".into(),

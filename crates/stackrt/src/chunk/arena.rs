@@ -18,8 +18,12 @@
 //! Arenas are never unmapped while the runtime lives: memory goes back to the system with
 //! `madvise(MADV_DONTNEED)` on free chunks (see `chain.rs`), which keeps the address range.
 
+use core::ffi::c_void;
+use core::ptr::NonNull;
+
+use nix::sys::mman::{madvise, mmap_anonymous, mprotect, munmap, MapFlags, MmapAdvise, ProtFlags};
+
 use super::header::{ChunkHeader, HEADER_SIZE};
-use super::msg::errno;
 use super::pool::FreeList;
 
 /// Most mappings (arenas and dedicated blocks) one runtime records. 4096 arenas of 64 MiB are
@@ -170,25 +174,28 @@ impl Arenas {
         if self.count == MAX_REGIONS {
             return Err(MapError::TooManyRegions);
         }
+        let Some(len) = core::num::NonZeroUsize::new(bytes) else {
+            return Err(MapError::Mmap {
+                bytes,
+                errno: libc::EINVAL,
+            });
+        };
         // SAFETY: an anonymous private mapping at a kernel-chosen address; no existing memory
         // is affected. MAP_NORESERVE: pages are only committed when touched, like a thread
         // stack's. MAP_STACK is a hint only.
         let base = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-                -1,
-                0,
+            mmap_anonymous(
+                None,
+                len,
+                ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE | MapFlags::MAP_STACK,
             )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(MapError::Mmap {
-                bytes,
-                errno: errno(),
-            });
         }
+        .map_err(|e| MapError::Mmap {
+            bytes,
+            errno: e as i32,
+        })?
+        .as_ptr();
         self.regions[self.count] = (base as usize, bytes);
         self.count += 1;
         self.mapped_bytes += bytes;
@@ -201,8 +208,10 @@ impl Arenas {
     /// No chunk of these arenas may be used afterwards (no chain, list or running code).
     pub unsafe fn unmap_all(&mut self) {
         for &(b, l) in &self.regions[..self.count] {
-            // SAFETY: the caller guarantees nothing uses the mapping any more.
-            unsafe { libc::munmap(b as *mut libc::c_void, l) };
+            if let Some(p) = NonNull::new(b as *mut c_void) {
+                // SAFETY: the caller guarantees nothing uses the mapping any more.
+                let _ = unsafe { munmap(p, l) };
+            }
         }
         self.count = 0;
         self.bump = 0;
@@ -223,11 +232,10 @@ impl Default for Arenas {
 /// `size >= HEADER_SIZE`.
 unsafe fn init_block(base: usize, guard: usize, size: usize) -> Result<*mut ChunkHeader, MapError> {
     if guard != 0 {
+        let p = NonNull::new(base as *mut c_void).ok_or(MapError::Guard(libc::EINVAL))?;
         // SAFETY: the guard range is the first `guard` bytes of the caller's block.
-        let rc = unsafe { libc::mprotect(base as *mut libc::c_void, guard, libc::PROT_NONE) };
-        if rc != 0 {
-            return Err(MapError::Guard(errno()));
-        }
+        unsafe { mprotect(p, guard, ProtFlags::PROT_NONE) }
+            .map_err(|e| MapError::Guard(e as i32))?;
     }
     let limit = base + guard;
     let header = (limit + size - HEADER_SIZE) as *mut ChunkHeader;
@@ -263,12 +271,13 @@ pub unsafe fn release_pages(h: *mut ChunkHeader, page: usize) -> usize {
         return 0;
     }
     let len = header_page - limit;
+    let Some(p) = NonNull::new(limit as *mut c_void) else {
+        return 0;
+    };
     // SAFETY: [limit, header_page) are the chunk's stack pages, which nothing uses (caller's
     // contract); MADV_DONTNEED on private anonymous memory only discards their contents.
-    let rc = unsafe { libc::madvise(limit as *mut libc::c_void, len, libc::MADV_DONTNEED) };
-    if rc == 0 {
-        len
-    } else {
-        0
+    match unsafe { madvise(p, len, MmapAdvise::MADV_DONTNEED) } {
+        Ok(()) => len,
+        Err(_) => 0,
     }
 }
