@@ -131,11 +131,14 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         cmm_options: Vec::new(),
     };
     let mut list = Vec::new();
+    // Depths at which the smallest fixed stacks are searched (see `Probe`); tiny runs (the CI
+    // smoke test) search shallower.
+    let calibration: (u64, u64) = pick(size, (50_000, 250_000), (50_000, 250_000), (2_000, 12_000));
 
     // --- Summation (thesis 3.5.1, figures 4.1-4.4; paper figures 5, 6, 9-11) ---
     let sum_ns: Vec<u64> = pick(
         size,
-        vec![1, 5, 10, 30, 50, 70, 100]
+        vec![1, 10, 30, 100]
             .into_iter()
             .map(|m| m * 1_000_000)
             .collect(),
@@ -166,15 +169,12 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         main_stack: MainStack::Unlimited,
         shape: Shape::Curve,
         counts: vec![Count::Instructions],
-        reductions: match size {
-            Size::Full => vec![],
-            _ => vec![format!(
-                "n: thesis 1, 5, 10, 30, 50, 70, 100 million -> {sum_ns:?}"
-            )],
-        },
+        reductions: vec![format!(
+            "n: thesis 1, 5, 10, 30, 50, 70, 100 million -> {sum_ns:?} (the curve is linear; the 2-hour budget)"
+        )],
     });
 
-    let sum_total: u64 = pick(size, 100_000_000, 2_000_000, 40_000);
+    let sum_total: u64 = pick(size, 10_000_000, 2_000_000, 40_000);
     let summation_multi = |name, title, figures, threads: Vec<u64>, thesis_threads: &str| {
         Experiment {
             name,
@@ -193,7 +193,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                         probe: Some(Probe {
                             args: strings(&["1", DEPTH_TOKEN, STACK_TOKEN]),
                             depth,
-                            small_depths: (50_000, 250_000),
+                            small_depths: calibration,
                         }),
                         threads: t,
                         work: Some(sum_total as f64),
@@ -207,13 +207,10 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             main_stack: THREADED_MAIN_STACK,
             shape: Shape::Curve,
             counts: vec![],
-            reductions: match size {
-                Size::Full => vec![],
-                _ => vec![
-                    format!("n (summed over all threads, n / threads each): thesis 100 million -> {sum_total}"),
-                    format!("threads: thesis {thesis_threads} -> {threads:?}"),
-                ],
-            },
+            reductions: vec![
+                format!("n (summed over all threads, n / threads each): thesis 100 million -> {sum_total} (the 2-hour budget: 16 executables x 8 points x 11 runs)"),
+                format!("threads: thesis {thesis_threads} -> {threads:?}"),
+            ],
         }
     };
     list.push(summation_multi(
@@ -237,9 +234,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     ));
 
     // --- Big Summation (paper section 5, figures 11 and 12) ---
-    let repeat_total: u64 = pick(size, 20_000_000, 1_000_000, 20_000);
-    let repeat_threads: Vec<u64> =
-        pick(size, vec![8, 32, 128, 512, 1024], vec![8, 64, 512], vec![4]);
+    let repeat_total: u64 = pick(size, 5_000_000, 1_000_000, 20_000);
+    let repeat_threads: Vec<u64> = pick(size, vec![8, 64, 512, 1024], vec![8, 64, 512], vec![4]);
     list.push(Experiment {
         name: "summation_repeat",
         title: "Summation multi-threaded, repeated 10 times",
@@ -263,7 +259,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                     probe: Some(Probe {
                         args: strings(&["1", DEPTH_TOKEN, "16", "1", STACK_TOKEN]),
                         depth,
-                        small_depths: (50_000, 250_000),
+                        small_depths: calibration,
                     }),
                     threads: t,
                     work: Some(10.0 * repeat_total as f64),
@@ -291,7 +287,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         vec![16, 64, 128],
         vec![16, 128],
     );
-    let (big_threads, big_n): (u64, u64) = pick(size, (4, 2_500_000), (2, 500_000), (2, 10_000));
+    let (big_threads, big_n): (u64, u64) = pick(size, (4, 1_000_000), (2, 500_000), (2, 10_000));
     list.push(Experiment {
         name: "big_summation",
         title: "Big Summation: frame size",
@@ -319,7 +315,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                         STACK_TOKEN.into(),
                     ],
                     depth: big_n,
-                    small_depths: (50_000, 150_000),
+                    small_depths: calibration,
                 }),
                 threads: big_threads,
                 work: Some((big_threads * big_n) as f64),
@@ -344,19 +340,14 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         (65_535, 100_000),
         (1_023, 2_000),
     );
-    let tree_reduction = match size {
-        Size::Full => vec![],
-        _ => vec![format!(
-            "tree: thesis 2^20-1 balanced nodes and a 1,000,000-node branch -> {balanced} and {unbalanced}"
-        )],
-    };
-    let searches: Vec<u64> = pick(size, vec![10, 100, 500, 1000], vec![10, 100], vec![10]);
+    let tree_reduction = vec![format!(
+        "tree: thesis 2^20-1 balanced nodes and a 1,000,000-node branch -> {balanced} and {unbalanced}"
+    )];
+    let searches: Vec<u64> = pick(size, vec![10, 100, 200], vec![10, 100], vec![10]);
     let mut single_reductions = tree_reduction.clone();
-    if size != Size::Full {
-        single_reductions.push(format!(
-            "searches: thesis 10, 100, 500, 1000 -> {searches:?}"
-        ));
-    }
+    single_reductions.push(format!(
+        "searches: thesis 10, 100, 500, 1000 -> {searches:?} (a spike search is 1,000,000 calls; the 2-hour budget)"
+    ));
     list.push(Experiment {
         name: "tree_single",
         title: "Unbalanced Binary Tree, single-threaded",
@@ -388,11 +379,13 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         counts: vec![Count::Instructions],
         reductions: single_reductions,
     });
-    let tree_searches: u64 = pick(size, 100, 10, 4);
+    let tree_searches: u64 = pick(size, 5, 5, 4);
     let tree_multi = |name, title, figures, threads: Vec<u64>, spike: &str, per_thread: u64| {
         let mut reductions = tree_reduction.clone();
-        if size != Size::Full && per_thread != 1 {
-            reductions.push(format!("searches per thread: thesis 100 -> {per_thread}"));
+        if per_thread != 1 {
+            reductions.push(format!(
+                "searches per thread: thesis 100 -> {per_thread} (64 threads x 100 searches x 30% spikes is 1.9 billion calls per run and executable)"
+            ));
         }
         Experiment {
             name,
@@ -423,7 +416,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                             STACK_TOKEN.into(),
                         ],
                         depth: unbalanced,
-                        small_depths: (50_000, 250_000),
+                        small_depths: calibration,
                     }),
                     threads: t,
                     work: None,
@@ -441,7 +434,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             reductions,
         }
     };
-    let cores: Vec<u64> = pick(size, (1..=8).collect(), vec![1, 2, 4], vec![2]);
+    let cores: Vec<u64> = pick(size, vec![1, 2, 4, 8], vec![1, 2, 4], vec![2]);
     let mut e = tree_multi(
         "tree_cores",
         "Unbalanced Binary Tree multi-threaded, \"cores\"",
@@ -450,10 +443,10 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         "0.3",
         tree_searches,
     );
-    if size != Size::Full {
-        e.reductions
-            .push(format!("threads: thesis 1-8 -> {cores:?}"));
-    }
+    e.reductions.push(format!(
+        "threads: thesis 1-8 -> {cores:?} (this machine has {} CPUs)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    ));
     list.push(e);
     let quantity: Vec<u64> = pick(size, vec![8, 16, 32, 64], vec![8, 64], vec![8]);
     let mut e = tree_multi(
@@ -464,12 +457,11 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         "0.3",
         tree_searches,
     );
-    if size != Size::Full {
-        e.reductions
-            .push(format!("threads: thesis 8, 16, 32, 64 -> {quantity:?}"));
-    }
+    e.reductions
+        .push(format!("threads: thesis 8, 16, 32, 64 -> {quantity:?}"));
     list.push(e);
     let spikes: Vec<u64> = pick(size, vec![64, 256, 1024], vec![32, 128], vec![16]);
+    let spike_branch: u64 = pick(size, 100_000, 100_000, 2_000);
     let mut e = tree_multi(
         "tree_spike",
         "Unbalanced Binary Tree, one spike search per thread, many threads",
@@ -478,10 +470,16 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         "1.0",
         1,
     );
-    e.reductions.push(
-        "one search per thread, always a spike (100 searches with 30% spikes at 1024 threads would take hours per run)"
-            .into(),
-    );
+    e.reductions = vec![
+        format!("tree: thesis 2^20-1 balanced nodes and a 1,000,000-node branch -> {balanced} and {spike_branch}"),
+        "one search per thread, always a spike (100 searches with 30% spikes at 1024 threads would take hours per run)".into(),
+    ];
+    for point in &mut e.points {
+        point.args[1] = spike_branch.to_string();
+        if let Some(probe) = &mut point.probe {
+            probe.depth = spike_branch;
+        }
+    }
     list.push(e);
 
     // --- "Real World" (thesis 3.5.3, figures 4.9-4.14) ---
@@ -490,7 +488,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let work_reduction = format!(
         "work per non-recursive / recursive call: thesis 10,000,000 / 10,000 -> {nonrec_work} / {rec_work}"
     );
-    let iterations: Vec<u64> = pick(size, vec![10, 50, 100, 200], vec![10, 40], vec![2]);
+    let iterations: Vec<u64> = pick(size, vec![10, 50, 100], vec![10, 40], vec![2]);
     list.push(Experiment {
         name: "realworld_single",
         title: "\"Real World\", single-threaded",
@@ -526,7 +524,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             format!("overall iterations: thesis 100-1000 -> {iterations:?}"),
         ],
     });
-    let (rw_nonrec_many, rw_rec_many): (u64, u64) = (nonrec_work / 10, rec_work / 10);
+    let (rw_nonrec_many, rw_rec_many): (u64, u64) = (nonrec_work / 20, rec_work / 20);
     let realworld_multi =
         |name, title, figures, threads: Vec<u64>, work: (u64, u64), note| Experiment {
             name,
@@ -581,7 +579,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         (nonrec_work, rec_work),
         format!("{work_reduction}; threads: thesis 1-8 -> {rw_cores:?}"),
     ));
-    let rw_quantity: Vec<u64> = pick(size, vec![100, 200, 500, 1000], vec![100, 500], vec![16]);
+    let rw_quantity: Vec<u64> = pick(size, vec![100, 500, 1000], vec![100, 500], vec![16]);
     list.push(realworld_multi(
         "realworld_quantity",
         "\"Real World\" multi-threaded, \"quantity\"",
@@ -630,7 +628,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     });
 
     // --- Micro-benchmarks ---
-    let total_calls: u64 = pick(size, 60_000_000, 8_000_000, 200_000);
+    let total_calls: u64 = pick(size, 30_000_000, 8_000_000, 200_000);
     let depths: Vec<u64> = pick(
         size,
         vec![
@@ -713,7 +711,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             "a {unwind_depth}-deep recursion repeated {unwind_reps} times"
         )],
     });
-    let pairs: u64 = pick(size, 2_000_000, 100_000, 20_000);
+    let pairs: u64 = pick(size, 500_000, 100_000, 20_000);
     list.push(Experiment {
         name: "hot_split",
         title: "Cost of one overflow and underflow (the hot split)",

@@ -50,7 +50,8 @@ pub struct CountRecord {
     pub target: Target,
     pub variant: String,
     pub count: Count,
-    /// Instructions: one value; system calls: at the last argument / 10 and as given.
+    /// Instructions: one value; system calls: repetitions R, calls at R, repetitions 10 R,
+    /// calls at 10 R.
     pub values: Vec<u64>,
 }
 
@@ -521,18 +522,36 @@ impl Session<'_> {
                     v.label()
                 ));
                 let values = match count {
-                    Count::Instructions => count_instructions(exe, args).map(|n| vec![n]),
+                    Count::Instructions => count_instructions(exe, args, v.target).map(|n| vec![n]),
                     Count::Syscalls => {
-                        let mut fewer = args.clone();
-                        if let Some(last) = fewer.last_mut() {
-                            *last = (last.parse::<u64>().unwrap_or(10) / 10).to_string();
-                        }
-                        count_syscalls(exe, &fewer)
-                            .and_then(|a| Some(vec![a, count_syscalls(exe, args)?]))
+                        // Under strace every system call is slow: count at a hundredth and a
+                        // tenth of the repetitions (the last argument), at least 1 and 10.
+                        let reps = args
+                            .last()
+                            .and_then(|a| a.parse::<u64>().ok())
+                            .unwrap_or(100);
+                        let fewer = (reps / 100).max(1);
+                        let with_reps = |n: u64| {
+                            let mut a = args.clone();
+                            if let Some(last) = a.last_mut() {
+                                *last = n.to_string();
+                            }
+                            a
+                        };
+                        count_syscalls(exe, &with_reps(fewer))
+                            .and_then(|a| {
+                                Some(vec![
+                                    fewer,
+                                    a,
+                                    fewer * 10,
+                                    count_syscalls(exe, &with_reps(fewer * 10))?,
+                                ])
+                            })
+                            .ok_or_else(|| "strace is missing or the traced run failed".to_string())
                     }
                 };
                 match values {
-                    Some(values) => self.counts.push(CountRecord {
+                    Ok(values) => self.counts.push(CountRecord {
                         experiment: e.name,
                         x: point.x,
                         target: v.target,
@@ -540,14 +559,12 @@ impl Session<'_> {
                         count,
                         values,
                     }),
-                    None => self.note(
+                    Err(why) => self.note(
                         e,
                         v,
                         Some(point.x),
                         NoteKind::Failed,
-                        format!(
-                            "could not count {count:?} (valgrind or strace missing or failing)"
-                        ),
+                        format!("could not count {count:?}: {why}"),
                     ),
                 }
             }
@@ -580,31 +597,56 @@ impl Session<'_> {
     }
 }
 
-/// User-space instructions of one run (valgrind's `I refs`), or `None`.
-fn count_instructions(exe: &Path, args: &[String]) -> Option<u64> {
+/// User-space instructions of one run (valgrind's `I refs`), or why not.
+fn count_instructions(exe: &Path, args: &[String], target: Target) -> Result<u64, String> {
+    // Valgrind gives its client an 8 MiB stack unless told otherwise; a 32-bit valgrind cannot
+    // reserve more than about 64 MiB here.
+    let stack = match target {
+        Target::X86_64 => "--main-stacksize=1073741824",
+        Target::I686 => "--main-stacksize=67108864",
+    };
     let out = std::process::Command::new("valgrind")
         .args([
             "--tool=cachegrind",
             "--cache-sim=no",
             "--cachegrind-out-file=/dev/null",
         ])
-        // Valgrind gives its client an 8 MiB stack unless told otherwise.
-        .arg("--main-stacksize=1073741824")
+        .arg(stack)
         .arg(exe)
         .args(args)
         .stdout(std::process::Stdio::null())
         .output()
-        .ok()?;
+        .map_err(|e| format!("cannot run valgrind: {e}"))?;
     let text = String::from_utf8_lossy(&out.stderr);
-    let line = text
-        .lines()
-        .find(|l| l.contains("I refs:") || l.contains("I   refs:"))?;
-    line.rsplit(':')
-        .next()?
-        .trim()
-        .replace(',', "")
-        .parse()
-        .ok()
+    if !out.status.success() {
+        // Valgrind's own signal handling does not support growing stacks from SIGSEGV (mmu).
+        let why = text
+            .lines()
+            .map(|l| {
+                l.trim_start_matches(|c: char| c == '=' || c.is_ascii_digit())
+                    .trim()
+            })
+            .find(|l| {
+                !l.is_empty()
+                    && (l.starts_with("Process terminating") || l.starts_with("valgrind:"))
+            })
+            .unwrap_or("");
+        return Err(format!(
+            "the program under valgrind ended with {}: {why}",
+            out.status
+        ));
+    }
+    text.lines()
+        .find(|l| l.contains("I refs:") || l.contains("I   refs:"))
+        .and_then(|line| {
+            line.rsplit(':')
+                .next()?
+                .trim()
+                .replace(',', "")
+                .parse()
+                .ok()
+        })
+        .ok_or_else(|| "valgrind printed no instruction count".to_string())
 }
 
 /// System calls of one run, all threads (`strace -f -c`), or `None`.

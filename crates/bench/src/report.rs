@@ -15,6 +15,10 @@ use std::path::Path;
 pub struct Cell {
     pub time: Summary,
     pub rss_kib: Summary,
+    /// Minor page faults (`ru_minflt`).
+    pub faults: Summary,
+    /// Kernel-mode CPU seconds (`ru_stime`).
+    pub system_seconds: Summary,
     /// Seconds of each measured round, by round number (for paired ratios).
     pub by_round: BTreeMap<usize, f64>,
     /// Median of each runtime statistic over the measured rounds.
@@ -45,6 +49,8 @@ pub fn aggregate(records: &[Record]) -> Table {
         .filter_map(|(key, runs)| {
             let times: Vec<f64> = runs.iter().map(|r| r.outcome.seconds).collect();
             let rss: Vec<f64> = runs.iter().map(|r| r.outcome.maxrss_kib as f64).collect();
+            let faults: Vec<f64> = runs.iter().map(|r| r.outcome.minor_faults as f64).collect();
+            let system: Vec<f64> = runs.iter().map(|r| r.outcome.system_seconds).collect();
             let mut stat_values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
             for r in &runs {
                 for (name, value) in &r.outcome.stats {
@@ -63,6 +69,8 @@ pub fn aggregate(records: &[Record]) -> Table {
                 Cell {
                     time: summarize(&times)?,
                     rss_kib: summarize(&rss)?,
+                    faults: summarize(&faults)?,
+                    system_seconds: summarize(&system)?,
                     by_round: runs.iter().map(|r| (r.round, r.outcome.seconds)).collect(),
                     stats,
                 },
@@ -121,7 +129,7 @@ pub fn write_csv(results: &Results, path: &Path) -> std::io::Result<()> {
     for r in &results.records {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{:.6},{},{}",
+            "{},{},{},{},{},{},{},{:.6},{},{},{},{:.6},{:.6},{}",
             r.experiment,
             r.x,
             r.target,
@@ -131,6 +139,10 @@ pub fn write_csv(results: &Results, path: &Path) -> std::io::Result<()> {
             r.outcome.ending.code(),
             r.outcome.seconds,
             r.outcome.maxrss_kib,
+            r.outcome.minor_faults,
+            r.outcome.major_faults,
+            r.outcome.user_seconds,
+            r.outcome.system_seconds,
             csv_field(&r.args)
         );
         for name in &stat_names {
@@ -228,20 +240,20 @@ fn experiment_section(
             writeln!(
             out,
             "\n{target}: time in ms over {} interleaved rounds: mean ± 95% CI, median, minimum; \
-             peak RSS (largest ru_maxrss); ratio = paired median of time / {REFERENCE}'s in the \
+             peak RSS (largest ru_maxrss); page faults (median ru_minflt); ratio = paired median of time / {REFERENCE}'s in the \
              same round{}.\n",
             results.runs,
             if per_unit { "; ns per unit of work from the median" } else { "" }
         );
         let _ = writeln!(
             out,
-            "| {} | variant | mean ± CI | median | min | peak RSS MiB | ratio | overflows |{}",
+            "| {} | variant | mean ± CI | median | min | peak RSS MiB | page faults | ratio | overflows |{}",
             e.x_label,
             if per_unit { " ns/unit |" } else { "" }
         );
         let _ = writeln!(
             out,
-            "|---|---|---:|---:|---:|---:|---:|---:|{}",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|{}",
             if per_unit { "---:|" } else { "" }
         );
         for x in xs(table, e.name) {
@@ -266,13 +278,14 @@ fn experiment_section(
                     .map_or("-".into(), |v| format!("{v:.0}"));
                 let _ = write!(
                     out,
-                    "| {} | {name} | {} ± {} | {} | {} | {:.1} | {ratio} | {overflows} |",
+                    "| {} | {name} | {} ± {} | {} | {} | {:.1} | {:.0} | {ratio} | {overflows} |",
                     x_text(x),
                     ms(c.time.mean),
                     ms(c.time.ci95),
                     ms(c.time.median),
                     ms(c.time.min),
                     c.rss_kib.max / 1024.0,
+                    c.faults.median,
                 );
                 if per_unit {
                     let work = e
@@ -353,20 +366,19 @@ fn counts_section(out: &mut String, results: &Results, e: &Experiment) {
     if !syscalls.is_empty() {
         let _ = writeln!(
             out,
-            "\nSystem calls (`strace -f -c`, all threads) at x = {}, with the repetitions (last \
-             argument) divided by 10 and as given: equal counts mean no system call per \
-             repetition.\n",
+            "\nSystem calls (`strace -f -c`, all threads) at x = {}, with R and 10 R repetitions \
+             (the last argument): equal counts mean no system call per repetition.\n",
             x_text(syscalls[0].x)
         );
         let _ = writeln!(
             out,
-            "| target | variant | system calls (reps / 10) | system calls |\n|---|---|---:|---:|"
+            "| target | variant | R | system calls | 10 R | system calls |\n|---|---|---:|---:|---:|---:|"
         );
         for c in &syscalls {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} |",
-                c.target, c.variant, c.values[0], c.values[1]
+                "| {} | {} | {} | {} | {} | {} |",
+                c.target, c.variant, c.values[0], c.values[1], c.values[2], c.values[3]
             );
         }
     }

@@ -69,6 +69,12 @@ pub struct Outcome {
     pub ending: Ending,
     pub seconds: f64,
     pub maxrss_kib: u64,
+    /// Page faults served without / with I/O (`ru_minflt`, `ru_majflt`).
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// CPU time in user and kernel mode, all threads.
+    pub user_seconds: f64,
+    pub system_seconds: f64,
     /// `stackrt` statistics (`STACKRT_STATS=1`), by snake_case name, first number of the line.
     pub stats: BTreeMap<String, u64>,
     /// The last lines of stderr that are not statistics (error messages).
@@ -133,6 +139,10 @@ impl Runner {
             ending: Ending::Broken(why),
             seconds: f64::NAN,
             maxrss_kib: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            user_seconds: f64::NAN,
+            system_seconds: f64::NAN,
             stats: BTreeMap::new(),
             stderr_tail: String::new(),
         };
@@ -194,20 +204,34 @@ impl Runner {
                 ending: Ending::TimedOut,
                 seconds: inv.timeout.as_secs_f64(),
                 maxrss_kib: 0,
+                minor_faults: 0,
+                major_faults: 0,
+                user_seconds: f64::NAN,
+                system_seconds: f64::NAN,
                 stats,
                 stderr_tail,
             };
         }
         let fields: Vec<&str> = report.split_whitespace().collect();
-        let parsed = match fields.as_slice() {
-            [status, seconds, maxrss] => status
-                .parse::<i32>()
-                .ok()
-                .zip(seconds.parse::<f64>().ok())
-                .zip(maxrss.parse::<u64>().ok()),
-            _ => None,
-        };
-        let Some(((status, seconds), maxrss_kib)) = parsed else {
+        let number = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
+        let (
+            Some(status),
+            Some(seconds),
+            Some(maxrss),
+            Some(minflt),
+            Some(majflt),
+            Some(user),
+            Some(system),
+        ) = (
+            fields.first().and_then(|f| f.parse::<i32>().ok()),
+            number(1),
+            number(2),
+            number(3),
+            number(4),
+            number(5),
+            number(6),
+        )
+        else {
             return broken(format!("runrss said {report:?}; stderr: {stderr_tail}"));
         };
         let ending = if libc::WIFEXITED(status) {
@@ -221,7 +245,11 @@ impl Runner {
         Outcome {
             ending,
             seconds,
-            maxrss_kib,
+            maxrss_kib: maxrss as u64,
+            minor_faults: minflt as u64,
+            major_faults: majflt as u64,
+            user_seconds: user,
+            system_seconds: system,
             stats,
             stderr_tail,
         }

@@ -4,9 +4,10 @@
 //! Usage: `runrss [--stack-kib N|unlimited] [--stdout FILE] -- PROGRAM ARGS...`
 //!
 //! The command runs with stdout on FILE (default `/dev/null`), stderr and the environment
-//! inherited. `runrss` prints one line on its stdout: `STATUS SECONDS MAXRSS_KIB`, STATUS being
-//! the raw wait status, SECONDS the wall time from just before `fork` to the end of `wait4`,
-//! MAXRSS_KIB the `ru_maxrss` of `wait4`'s rusage for that one child.
+//! inherited. `runrss` prints one line on its stdout:
+//! `STATUS SECONDS MAXRSS_KIB MINOR_FAULTS MAJOR_FAULTS USER_SECONDS SYSTEM_SECONDS`, STATUS being
+//! the raw wait status, SECONDS the wall time from just before `fork` to the end of `wait4`, the
+//! rest from `wait4`'s rusage for that one child (all its threads).
 //!
 //! Why a separate small process: Linux carries a process's peak RSS across `execve` (the
 //! high-water mark of the memory the child had before exec is kept in `ru_maxrss`). A child
@@ -134,5 +135,14 @@ fn main() {
         exit(2);
     }
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{status} {seconds:.9} {}", usage_out.ru_maxrss);
+    let cpu = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    let _ = writeln!(
+        out,
+        "{status} {seconds:.9} {} {} {} {:.6} {:.6}",
+        usage_out.ru_maxrss,
+        usage_out.ru_minflt,
+        usage_out.ru_majflt,
+        cpu(usage_out.ru_utime),
+        cpu(usage_out.ru_stime)
+    );
 }
