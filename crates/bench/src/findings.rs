@@ -319,6 +319,27 @@ fn write_call_depth_explanation(out: &mut String, results: &Results, table: &Tab
             "\nNo depth shows a consistent advantage in this run (a quick run's noise can hide it)."
         );
     }
+    // Shallow recursions: within the return stack buffer `ret` is predicted perfectly.
+    let shallow_slower: Vec<String> = [Target::I686, Target::X86_64]
+        .iter()
+        .filter_map(|&t| {
+            let x = *depths.first()?;
+            let r = cell(table, e, t, "callee-cleanup", x)?.time.mean
+                / cell(table, e, t, "traditional", x)?.time.mean;
+            (r > 1.1).then(|| format!("{r:.2}x at depth {} on {t}", x_text(x)))
+        })
+        .collect();
+    if !shallow_slower.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nAt the shallowest depth callee-cleanup is slower ({}): there the return stack \
+             buffer predicts every `ret`, while the `jmp` through the saved address has two \
+             targets (back into the recursion, and once per repetition back into `main`) that the \
+             indirect predictor must learn from history. Which convention wins thus depends on \
+             the depth.",
+            shallow_slower.join(", ")
+        );
+    }
     let _ = writeln!(
         out,
         "\nThis VM exposes no performance counters (`perf stat`: not supported), so mispredictions \

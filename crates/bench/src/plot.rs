@@ -67,6 +67,7 @@ fn draw(
             let mut chart = $chart;
             chart
                 .configure_mesh()
+                .x_label_formatter(&|x| format!("{x}"))
                 .x_desc(x_label)
                 .y_desc(y_label)
                 .draw()
@@ -154,19 +155,41 @@ pub fn write_all(results: &Results, dir: &Path) -> (BTreeMap<String, Vec<String>
                 };
                 let name = format!("{}-{}-{suffix}.svg", e.name, target);
                 let title = format!("{} ({target}): {what} | {}", e.title, e.figures);
-                match draw(
-                    &dir.join(&name),
-                    &title,
-                    e.x_label,
-                    y_label,
-                    e.log_x,
-                    &series,
-                ) {
-                    Ok(()) => files
-                        .entry(e.name.to_string())
-                        .or_default()
-                        .push(format!("plots/{name}")),
-                    Err(err) => errors.push(format!("{name}: {err}")),
+                // The thesis re-draws its figures without the curves that dwarf the others
+                // (figures 4.2, 4.6: "No Heap"; 4.10, 4.12, 4.14: C-- only).
+                let dwarfing = ["heap", "gcc -O0", "go"];
+                let zoomed: Series = series
+                    .iter()
+                    .filter(|(n, _)| !dwarfing.contains(&n.as_str()))
+                    .cloned()
+                    .collect();
+                let mut plots = Vec::new();
+                if zoomed.len() < series.len() && !zoomed.is_empty() {
+                    plots.push((
+                        format!("{}-{}-{suffix}-zoom.svg", e.name, target),
+                        format!(
+                            "{} ({target}): {what}, without heap, gcc -O0, go | {}",
+                            e.title, e.figures
+                        ),
+                        zoomed,
+                    ));
+                }
+                plots.insert(0, (name, title, series));
+                for (name, title, series) in plots {
+                    match draw(
+                        &dir.join(&name),
+                        &title,
+                        e.x_label,
+                        y_label,
+                        e.log_x,
+                        &series,
+                    ) {
+                        Ok(()) => files
+                            .entry(e.name.to_string())
+                            .or_default()
+                            .push(format!("plots/{name}")),
+                        Err(err) => errors.push(format!("{name}: {err}")),
+                    }
                 }
             }
         }
