@@ -214,13 +214,20 @@ fn runaway_recursion_stops_at_the_stack_limit_under_mmu() {
 fn fixed_stacks_explain_their_overflow() {
     let dir = tempfile::tempdir().unwrap();
     let src = root().join("tests/mmu/crash.cm");
-    for target in TARGETS {
-        for mech in ["traditional", "callee-cleanup"] {
+    let configs = [
+        ("traditional", "x86_64", "emit"),
+        ("traditional", "i686", "emit"),
+        ("callee-cleanup", "x86_64", "emit"),
+        ("callee-cleanup", "i686", "emit"),
+        ("traditional", "x86_64", "native"),
+    ];
+    for (mech, target, backend) in configs {
+        {
             let exe = compile(
                 &src,
                 dir.path(),
-                &format!("fixed-{mech}-{target}"),
-                &["--mech", mech, "--target", target],
+                &format!("fixed-{mech}-{target}-{backend}"),
+                &["--mech", mech, "--target", target, "--backend", backend],
             );
             for case in ["runaway", "thread"] {
                 let what = format!("{case} under {mech} on {target}");

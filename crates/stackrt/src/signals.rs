@@ -260,7 +260,7 @@ fn mech_name(abi: u32) -> &'static str {
         crate::abi::ABI_LOOKAHEAD => "lookahead",
         crate::abi::ABI_MMU => "mmu",
         crate::abi::ABI_MMU_REUSE => "mmu-reuse",
-        _ => "native",
+        _ => "traditional --backend native",
     }
 }
 

@@ -118,5 +118,19 @@ pub unsafe fn thread_start(fp: c_int, arg: *mut c_void) -> (StartRoutine, *mut c
     // SAFETY: under the native System V convention a C-- function `void *f(void *)` is an
     // `extern "C" fn(*mut c_void) -> *mut c_void`; the caller guarantees `addr` is one.
     let routine = unsafe { core::mem::transmute::<usize, StartRoutine>(addr) };
-    (routine, arg)
+    let start = Box::new(NativeStart { routine, arg });
+    (native_thread_entry, Box::into_raw(start).cast())
+}
+
+/// A native-convention thread's entry and argument, run after the thread's signal set-up.
+struct NativeStart {
+    routine: StartRoutine,
+    arg: *mut c_void,
+}
+
+extern "C" fn native_thread_entry(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the `Box<NativeStart>` leaked by `thread_start` for exactly this thread.
+    let start = unsafe { Box::from_raw(p.cast::<NativeStart>()) };
+    crate::signals::thread_setup(true, false);
+    (start.routine)(start.arg)
 }

@@ -45,9 +45,10 @@ pub fn is_emitted_abi(abi: u32) -> bool {
         || abi == MMU_REUSE
 }
 
-/// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack.
+/// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack: the native
+/// back end's, `traditional` and `callee-cleanup`.
 pub fn is_fixed_stack_abi(abi: u32) -> bool {
-    abi == TRADITIONAL || abi == CALLEE_CLEANUP
+    abi == crate::abi::ABI_NATIVE_SYSV || abi == TRADITIONAL || abi == CALLEE_CLEANUP
 }
 
 /// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
