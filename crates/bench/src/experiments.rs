@@ -138,7 +138,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     // --- Summation (thesis 3.5.1, figures 4.1-4.4; paper figures 5, 6, 9-11) ---
     let sum_ns: Vec<u64> = pick(
         size,
-        vec![1, 10, 30, 100]
+        vec![1, 10, 100]
             .into_iter()
             .map(|m| m * 1_000_000)
             .collect(),
