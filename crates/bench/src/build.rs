@@ -147,7 +147,17 @@ pub fn accepted_mechanisms(cmm: &Path) -> Vec<String> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    // The section after "--mech <MECH>" lists "- name: description" lines until "[default".
+    let mechs = mechanisms_in_help(&help);
+    if mechs.is_empty() {
+        fallback.iter().map(|s| s.to_string()).collect()
+    } else {
+        mechs
+    }
+}
+
+/// The values listed under `--mech <MECH>` in clap's long help ("- name: description" lines
+/// up to the "[default" line).
+fn mechanisms_in_help(help: &str) -> Vec<String> {
     let mut mechs = Vec::new();
     if let Some(start) = help.find("--mech <MECH>") {
         for line in help[start..].lines().skip(1) {
@@ -155,18 +165,12 @@ pub fn accepted_mechanisms(cmm: &Path) -> Vec<String> {
             if line.starts_with("[default") || line.starts_with("--") {
                 break;
             }
-            if let Some(item) = line.strip_prefix("- ") {
-                if let Some((name, _)) = item.split_once(':') {
-                    mechs.push(name.trim().to_string());
-                }
+            if let Some((name, _)) = line.strip_prefix("- ").and_then(|i| i.split_once(':')) {
+                mechs.push(name.trim().to_string());
             }
         }
     }
-    if mechs.is_empty() {
-        fallback.iter().map(|s| s.to_string()).collect()
-    } else {
-        mechs
-    }
+    mechs
 }
 
 /// Where an experiment's program comes from.
@@ -378,5 +382,40 @@ impl Builder {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mechanisms_are_read_from_the_help_text() {
+        let help = "      --target <TARGET>\n          Target\n\n          Possible values:\n\
+                    - x86_64: 64-bit\n\n      --mech <MECH>\n          Call-stack mechanism\n\n\
+                    Possible values:\n          - traditional:    fixed\n          \
+                    - mmu-reuse: chunks, reused\n          \n          [default: traditional]\n\
+                    \n      --backend <BACKEND>\n          - native: x\n";
+        assert_eq!(mechanisms_in_help(help), ["traditional", "mmu-reuse"]);
+        assert!(mechanisms_in_help("no such option").is_empty());
+    }
+
+    #[test]
+    fn fixed_stack_variants() {
+        let v = |tool| Variant {
+            target: Target::I686,
+            tool,
+        };
+        assert!(v(Toolchain::Cmm {
+            mech: "traditional".into()
+        })
+        .fixed_stack());
+        assert!(!v(Toolchain::Cmm {
+            mech: "lookahead".into()
+        })
+        .fixed_stack());
+        assert!(!v(Toolchain::Gcc(GccLevel::SplitStack)).fixed_stack());
+        assert!(v(Toolchain::Gcc(GccLevel::O0)).fixed_stack());
+        assert!(!v(Toolchain::Go).fixed_stack());
     }
 }

@@ -685,21 +685,27 @@ pub fn run(options: &Options) -> Result<Results, String> {
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let builder = Builder::new(&options.root, &options.cmm, &scratch.join("bin"))?;
     let mechanisms = accepted_mechanisms(&options.cmm);
-    let experiments: Vec<Experiment> = crate::experiments::all(&options.root, options.size)
+    let known = crate::experiments::all(&options.root, options.size);
+    let unknown: Vec<&String> = options
+        .only
+        .iter()
+        .filter(|o| !known.iter().any(|e| e.name == o.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "no experiment named {}; known: {}",
+            unknown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            known.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let experiments: Vec<Experiment> = known
         .into_iter()
         .filter(|e| options.only.is_empty() || options.only.iter().any(|o| o == e.name))
         .collect();
-    if experiments.is_empty() {
-        return Err(format!(
-            "no experiment named {:?}; known: {}",
-            options.only,
-            crate::experiments::all(&options.root, options.size)
-                .iter()
-                .map(|e| e.name)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
     let total: usize = experiments
         .iter()
         .map(|e| {

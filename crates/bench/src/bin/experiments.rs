@@ -31,7 +31,7 @@ struct Cli {
     /// Targets to measure.
     #[arg(long, num_args = 1.., default_values = ["x86_64", "i686"])]
     target: Vec<String>,
-    /// The compiler (default target/release/cmm, built if missing).
+    /// The compiler (default target/release/cmm; `cargo xtask experiments` builds it first).
     #[arg(long)]
     cmm: Option<PathBuf>,
     /// List the experiments and exit.
