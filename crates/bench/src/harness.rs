@@ -465,7 +465,12 @@ impl Session<'_> {
                 outcome: outcome.clone(),
             });
             if !outcome.ending.ok() {
-                let kind = if v.fixed_stack() && point.args.iter().any(|a| a == STACK_TOKEN) {
+                // A fixed stack that overflows (a thread's, or the main thread's under
+                // `ulimit -s unlimited` when the address space ends first) dies of SIGSEGV.
+                let overflowed = outcome.ending == crate::run::Ending::Signaled(libc::SIGSEGV);
+                let kind = if v.fixed_stack()
+                    && (overflowed || point.args.iter().any(|a| a == STACK_TOKEN))
+                {
                     NoteKind::FixedStackCannot
                 } else {
                     NoteKind::Failed
