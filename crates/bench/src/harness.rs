@@ -685,11 +685,6 @@ fn count_syscalls(exe: &Path, args: &[String]) -> Option<u64> {
 /// Runs the selected experiments and returns everything measured.
 pub fn run(options: &Options) -> Result<Results, String> {
     let start = Instant::now();
-    let runner = Runner::beside_current_exe()?;
-    let scratch = options.out.join("work");
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let builder = Builder::new(&options.root, &options.cmm, &scratch.join("bin"))?;
-    let mechanisms = accepted_mechanisms(&options.cmm);
     let known = crate::experiments::all(&options.root, options.size);
     let unknown: Vec<&String> = options
         .only
@@ -711,6 +706,11 @@ pub fn run(options: &Options) -> Result<Results, String> {
         .into_iter()
         .filter(|e| options.only.is_empty() || options.only.iter().any(|o| o == e.name))
         .collect();
+    let runner = Runner::beside_current_exe()?;
+    let scratch = options.out.join("work");
+    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let builder = Builder::new(&options.root, &options.cmm, &scratch.join("bin"))?;
+    let mechanisms = accepted_mechanisms(&options.cmm);
     let total: usize = experiments
         .iter()
         .map(|e| {

@@ -409,6 +409,7 @@ pub fn write_markdown(
         results.runs,
         format_duration(results.elapsed.as_secs_f64())
     );
+    let _ = writeln!(out, "Written {} UTC.\n", crate::machine::utc_stamp());
     let _ = writeln!(out, "## Machine\n");
     let _ = writeln!(
         out,
