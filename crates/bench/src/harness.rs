@@ -4,13 +4,13 @@
 //! round to round: the machine is shared and has slow phases lasting seconds), with a progress
 //! line and an estimate of the time left.
 
-use crate::build::{accepted_mechanisms, Builder, GccLevel, Target, Toolchain, Variant};
+use crate::build::{accepted_mechanisms, Builder, Target, Toolchain, Variant};
 use crate::experiments::{
     Count, Experiment, Mechanisms, Point, Probe, Size, BOUNDARY_TOKEN, DEPTH_TOKEN, STACK_TOKEN,
 };
 use crate::machine::Machine;
 use crate::run::{Invocation, MainStack, Outcome, Runner};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -772,34 +772,4 @@ pub fn run(options: &Options) -> Result<Results, String> {
         stacks: session.stacks,
         elapsed: start.elapsed(),
     })
-}
-
-/// Measured rounds of one (experiment, x, target, variant), in round order.
-pub fn measured<'r>(
-    results: &'r Results,
-    experiment: &str,
-    target: Target,
-    variant: &str,
-) -> BTreeMap<u64, Vec<&'r Record>> {
-    let mut by_x: BTreeMap<u64, Vec<&Record>> = BTreeMap::new();
-    for r in &results.records {
-        if r.round > 0
-            && r.outcome.ending.ok()
-            && r.experiment == experiment
-            && r.target == target
-            && r.variant == variant
-        {
-            by_x.entry(r.x.to_bits()).or_default().push(r);
-        }
-    }
-    by_x
-}
-
-/// Label of the gcc peer used in findings as "gcc -O0".
-pub fn gcc_label(level: GccLevel) -> String {
-    Variant {
-        target: Target::X86_64,
-        tool: Toolchain::Gcc(level),
-    }
-    .label()
 }

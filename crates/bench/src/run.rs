@@ -129,10 +129,6 @@ impl Runner {
         ))
     }
 
-    pub fn with_helper(helper: PathBuf) -> Runner {
-        Runner { helper }
-    }
-
     /// Runs one execution to its end or its timeout.
     pub fn run(&self, inv: &Invocation) -> Outcome {
         let broken = |why: String| Outcome {
