@@ -352,7 +352,8 @@ fn chunk_size_is_validated_and_callgraph_is_printed() {
 
 /// The hot split (a call and return oscillating across a chunk boundary) reuses one cached
 /// chunk: tens of thousands of overflows, one arena and a handful of carved chunks whatever
-/// the count (`crates/bench/scripts/hot_split_bench.sh` counts the system calls with strace).
+/// the count (the experiment `hot_split`, crates/bench/src/experiments.rs, counts the system
+/// calls with strace).
 #[test]
 fn a_hot_split_reuses_its_chunk_without_mapping_memory() {
     let dir = tempfile::tempdir().unwrap();

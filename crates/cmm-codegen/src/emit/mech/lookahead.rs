@@ -60,7 +60,7 @@
 //!   (stackrt's `UNLINKED`: the runtime does the bookkeeping, cache and statistics, later),
 //!   `ebp = prev_header`. Any call made while a deep recursion unwinds costs the remaining
 //!   returns their prediction on the machines measured (a C call every 8192 levels on the way
-//!   up made `traditional` 1.5-2x slower, crates/bench/scripts/lookahead_bench.sh); with the
+//!   up made `traditional` 1.5-2x slower, `cargo xtask experiments --only unwind_call`); with the
 //!   thesis's underflow handler call, the repeated deep recursion ran 2.5x slower under
 //!   `lookahead` than under `traditional`.
 //! * The unlinked chunks are reclaimed on a budget. Header word 0 held the thread stack `T`
