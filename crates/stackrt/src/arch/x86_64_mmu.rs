@@ -95,12 +95,12 @@ global_asm!(
 //      r10 r11 and the flags (dead after a C-- or C call); no call, but once per reclaim
 //      budget (the 32-bit word at T), when it calls stackrt_chunk_reclaim on the native stack.
 //
-//   chunk H (left)                 previous chunk           native stack
-//   +------------------+ H         | caller's frame |       +-----------------+ T
-//   | T, prev_sp, prev |           +----------------+ <- prev_sp (rsp after)  | xmm0     | +32
-//   | header, resume   |                                    | rax      | +16
-//                                                           | resume   | +8
-//                                                           | prev_sp  | +0 <- rsp at the call (T - 48)
+//   chunk H (left)          previous chunk                native stack (reclaim path only)
+//   +------------------+ H  | caller's frame |            +-----------------+ T
+//   | T, prev_sp, prev |    +----------------+ <- prev_sp | xmm0            | T - 16
+//   | header, resume   |       (rsp after the stub)       | rax             | T - 32
+//                                                         | resume          | T - 40
+//                                                         | prev_sp         | T - 48 <- rsp
 global_asm!(
     ".text",
     ".globl stackrt_mmu_underflow_reuse",
