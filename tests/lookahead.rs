@@ -4,68 +4,12 @@
 //! Expected outputs come from formulas and from the programs' own `printf` lines, never from
 //! the code under test. The corpus (tests/corpus.rs) runs every program under lookahead too.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{cmm, compile, deep_sum_expected, root, stat, sum_formula, text};
+
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn cmm() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cmm"))
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-/// Compiles `file` with `args` into `dir/name`; panics with the compiler's stderr on failure.
-fn compile(file: &Path, dir: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let exe = dir.join(name);
-    let o = cmm()
-        .arg("compile")
-        .arg(file)
-        .args(args)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cmm compile {} {args:?}: {}",
-        file.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    exe
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// `n(n+1)/2` with 32-bit wrap-around, as C-- `int` arithmetic computes it.
-fn sum_formula(n: u64) -> i32 {
-    (n * (n + 1) / 2) as u32 as i32
-}
-
-fn deep_sum_expected(n: u64) -> String {
-    format!(
-        "sum {n} = {}\nhalf {n} = {:.1}\n",
-        sum_formula(n),
-        n as f64 / 2.0
-    )
-}
-
-/// A statistics counter from the `STACKRT_STATS=1` report.
-fn stat(stderr: &str, name: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| {
-            l.trim_start_matches("stackrt:")
-                .trim_start()
-                .starts_with(name)
-        })
-        .unwrap_or_else(|| panic!("no `{name}` in the statistics:\n{stderr}"));
-    line.split_whitespace()
-        .find_map(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no number in {line:?}"))
-}
 
 fn run_deep_sum(exe: &Path, n: u64) -> Output {
     Command::new(exe)

@@ -6,7 +6,10 @@
 //! corpus (tests/corpus.rs) runs every program under both MMU mechanisms too.
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{compile, deep_sum_expected, root, stat, text};
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,29 +19,6 @@ const SIGSEGV: i32 = 11;
 /// Every crash must end within this (a handler that loops on its fault never would; they
 /// take 2-70 ms here, the runaway recursions the most).
 const CRASH_DEADLINE: Duration = Duration::from_secs(1);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
-}
-
-fn compile(file: &Path, dir: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let exe = dir.join(name);
-    let o = Command::new(env!("CARGO_BIN_EXE_cmm"))
-        .arg("compile")
-        .arg(file)
-        .args(args)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "cmm compile {} {args:?}: {}",
-        file.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    exe
-}
 
 /// Runs `cmd`, killing it after `deadline` (and failing the test, naming it).
 fn run_within(mut cmd: Command, deadline: Duration, what: &str) -> Output {
@@ -62,36 +42,6 @@ fn run_within(mut cmd: Command, deadline: Duration, what: &str) -> Output {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn stat(stderr: &str, name: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| {
-            l.trim_start_matches("stackrt:")
-                .trim_start()
-                .starts_with(name)
-        })
-        .unwrap_or_else(|| panic!("no `{name}` in the statistics:\n{stderr}"));
-    line.split_whitespace()
-        .find_map(|w| w.parse().ok())
-        .unwrap_or_else(|| panic!("no number in {line:?}"))
-}
-
-fn sum_formula(n: u64) -> i32 {
-    (n * (n + 1) / 2) as u32 as i32
-}
-
-fn deep_sum_expected(n: u64) -> String {
-    format!(
-        "sum {n} = {}\nhalf {n} = {:.1}\n",
-        sum_formula(n),
-        n as f64 / 2.0
-    )
 }
 
 /// Asserts the one report line of a crash: exactly one line on stderr, from the runtime,

@@ -177,6 +177,13 @@ pub(crate) fn check_pointer_type(p: &LoweredProgram, opts: &EmitOptions) -> Resu
     Ok(())
 }
 
+/// Defines `__cmm_chunk_size` (the chunked mechanisms' `--chunk-size`, read by the runtime).
+pub(crate) fn emit_chunk_size(chunk_size: u32, out: &mut String) {
+    out.push_str("\t.section .rodata\n\t.globl __cmm_chunk_size\n\t.p2align 2\n");
+    out.push_str("\t.type __cmm_chunk_size, @object\n\t.size __cmm_chunk_size, 4\n");
+    let _ = writeln!(out, "__cmm_chunk_size:\n\t.long {chunk_size}");
+}
+
 pub(crate) fn emit_data(
     p: &LoweredProgram,
     opts: &EmitOptions,

@@ -687,9 +687,7 @@ pub fn emit_program(
         ));
     }
     crate::emit::emit_data(p, opts, &LookaheadBase, &frame_sizes, &rodata, &mut out);
-    out.push_str("\t.section .rodata\n\t.globl __cmm_chunk_size\n\t.p2align 2\n");
-    out.push_str("\t.type __cmm_chunk_size, @object\n\t.size __cmm_chunk_size, 4\n");
-    let _ = writeln!(out, "__cmm_chunk_size:\n\t.long {chunk_size}");
+    crate::emit::emit_chunk_size(chunk_size, &mut out);
     out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
     Ok(out)
 }
