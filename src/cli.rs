@@ -59,8 +59,10 @@ pub enum Mech {
     Traditional,
     /// Fixed-size stack, callee cleans up arguments.
     CalleeCleanup,
-    /// Every frame allocated on the heap.
+    /// Every frame in its own heap block, from per-thread free lists by size class.
     Heap,
+    /// Every frame in its own heap block from malloc and free (the thesis's heap variant).
+    HeapMalloc,
     /// Stack chunks, the caller checks ahead for room.
     Lookahead,
     /// Stack chunks grown on guard-page faults.
@@ -90,7 +92,8 @@ pub struct CodegenOpts {
     /// Code generator.
     #[arg(long, value_enum, default_value = "emit")]
     pub backend: Backend,
-    /// Size of a stack chunk in bytes (chunked mechanisms: heap, lookahead, mmu, mmu-reuse).
+    /// Size of a stack chunk in bytes (chunked mechanisms: lookahead, mmu, mmu-reuse; under
+    /// heap and heap-malloc the slab that frames are carved from).
     #[arg(long, value_name = "BYTES")]
     pub chunk_size: Option<u32>,
 }
@@ -152,6 +155,7 @@ impl Mech {
             Mech::Traditional => "traditional",
             Mech::CalleeCleanup => "callee-cleanup",
             Mech::Heap => "heap",
+            Mech::HeapMalloc => "heap-malloc",
             Mech::Lookahead => "lookahead",
             Mech::Mmu => "mmu",
             Mech::MmuReuse => "mmu-reuse",
@@ -161,7 +165,7 @@ impl Mech {
     pub fn is_chunked(self) -> bool {
         matches!(
             self,
-            Mech::Heap | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse
+            Mech::Heap | Mech::HeapMalloc | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse
         )
     }
 }

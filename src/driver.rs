@@ -91,22 +91,20 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
     if let Some(size) = opts.chunk_size {
         if !opts.mech.is_chunked() {
             return Err(DriverError::unsupported(format!(
-                "--chunk-size {size} applies only to the chunked mechanisms (heap, lookahead, mmu, \
-                 mmu-reuse), not to --mech {}",
+                "--chunk-size {size} applies only to the chunked mechanisms (heap, heap-malloc, \
+                 lookahead, mmu, mmu-reuse), not to --mech {}",
                 opts.mech.name()
             )));
         }
     }
-    if let (Mech::Lookahead | Mech::Mmu | Mech::MmuReuse, Some(size)) = (opts.mech, opts.chunk_size)
-    {
+    if let (Some(size), true) = (opts.chunk_size, opts.mech.is_chunked()) {
         cmm_codegen::callgraph::validate_chunk_size(size as u64)
             .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
     }
     match opts.backend {
         Backend::Emit if emit_mech(opts.mech, opts.chunk_size, opts.target).is_none() => {
             Err(DriverError::unsupported(format!(
-                "the emission back end implements --mech traditional, callee-cleanup, \
-                 lookahead, mmu and mmu-reuse, not {}",
+                "the emission back end does not implement --mech {}",
                 opts.mech.name()
             )))
         }
@@ -185,7 +183,10 @@ fn emit_mech(
                 cmm_codegen::emit::mech::mmu::default_chunk_size(emit_target(target))
             }),
         }),
-        Mech::Heap => None,
+        Mech::Heap | Mech::HeapMalloc => Some(cmm_codegen::emit::MechKind::Heap {
+            malloc: m == Mech::HeapMalloc,
+            slab_size: chunk_size.unwrap_or(cmm_codegen::emit::mech::heap::DEFAULT_SLAB_SIZE),
+        }),
     }
 }
 

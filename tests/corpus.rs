@@ -59,6 +59,15 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096) },
     Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096) },
     Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096) },
+    // Heap: the default 64 KiB slabs and the smallest (a new slab every few dozen frames, and
+    // blocks of the larger classes on slabs the runtime sizes for them); and the thesis's
+    // malloc variant.
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.

@@ -45,6 +45,17 @@ pub const ABI_MMU: u32 = 4;
 /// kept in the thread's cache and the shared pool, and an underflow stub that makes no call.
 pub const ABI_MMU_REUSE: u32 = 5;
 
+/// `__cmm_abi` value of the emission stage's `heap` mechanism (thesis 3.4.2): every activation
+/// in its own heap block, taken inline from per-thread free lists by size class (the TLS block
+/// of `crate::mech::heap`); calls as in `traditional` once SP is on the block, whose top word
+/// holds the caller's SP; `ebp`/`rbp` holds the caller's SP during a call sequence; C calls run
+/// on the thread's C stack. Defines `__cmm_chunk_size` (the slab size).
+pub const ABI_HEAP: u32 = 6;
+
+/// `__cmm_abi` value of `heap-malloc` (the thesis's heap variant): as [`ABI_HEAP`], with every
+/// frame from a runtime call to `malloc` and one to `free`.
+pub const ABI_HEAP_MALLOC: u32 = 7;
+
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
 pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
 

@@ -260,6 +260,8 @@ fn mech_name(abi: u32) -> &'static str {
         crate::abi::ABI_LOOKAHEAD => "lookahead",
         crate::abi::ABI_MMU => "mmu",
         crate::abi::ABI_MMU_REUSE => "mmu-reuse",
+        crate::abi::ABI_HEAP => "heap",
+        crate::abi::ABI_HEAP_MALLOC => "heap-malloc",
         _ => "traditional --backend native",
     }
 }

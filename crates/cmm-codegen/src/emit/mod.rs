@@ -56,6 +56,10 @@ pub enum MechKind {
     /// paper's MMU-with-reuse (`mmu-reuse`), chunks kept in caches and the shared pool;
     /// without it (`mmu`) every underflow gives its chunk back to the system, as the thesis's.
     Mmu { reuse: bool, chunk_size: u32 },
+    /// Thesis 3.4.2 / paper 4.3: every activation in its own heap block (`mech::heap`), from
+    /// per-thread free lists by size class carved from slabs of `slab_size` bytes; `malloc`:
+    /// the thesis's variant, `malloc` and `free` for every frame (`heap-malloc`).
+    Heap { malloc: bool, slab_size: u32 },
 }
 
 impl MechKind {
@@ -73,6 +77,10 @@ impl MechKind {
             "mmu" | "mmu-reuse" => Some(MechKind::Mmu {
                 reuse: s == "mmu-reuse",
                 chunk_size: mech::mmu::DEFAULT_CHUNK_SIZE_64,
+            }),
+            "heap" | "heap-malloc" => Some(MechKind::Heap {
+                malloc: s == "heap-malloc",
+                slab_size: mech::heap::DEFAULT_SLAB_SIZE,
             }),
             _ => None,
         }
@@ -113,6 +121,9 @@ pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, Em
     }
     if let MechKind::Mmu { reuse, chunk_size } = opts.mech {
         return mech::mmu::emit_program(p, opts, reuse, chunk_size);
+    }
+    if let MechKind::Heap { malloc, slab_size } = opts.mech {
+        return mech::heap::emit_program(p, opts, malloc, slab_size);
     }
     let mech = mech::by_kind(opts.mech);
     check_pointer_type(p, opts)?;

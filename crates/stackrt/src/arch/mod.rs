@@ -4,11 +4,15 @@
 #[cfg(target_arch = "x86")]
 mod i686;
 #[cfg(target_arch = "x86")]
+mod i686_heap;
+#[cfg(target_arch = "x86")]
 mod i686_lookahead;
 #[cfg(target_arch = "x86")]
 mod i686_mmu;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
+#[cfg(target_arch = "x86_64")]
+mod x86_64_heap;
 #[cfg(target_arch = "x86_64")]
 mod x86_64_lookahead;
 #[cfg(target_arch = "x86_64")]

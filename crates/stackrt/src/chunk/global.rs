@@ -158,6 +158,9 @@ fn max_map_count() -> usize {
 extern "C" fn print_stats_at_exit() {
     if let Some(rt) = RUNTIME.get() {
         rt.stats().snapshot().print(rt.config().geometry.chunk_size);
+        let mut buf = StackBuf::<1024>::new();
+        let _ = crate::mech::heap::write_report(&mut buf);
+        buf.write_to_stderr();
     }
 }
 

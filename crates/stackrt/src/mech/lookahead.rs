@@ -20,11 +20,13 @@ pub const NATIVE_THREAD_STACK: usize = 128 * 1024;
 
 /// The stack size `sthread_create` asks pthreads for under `abi`: `requested` for fixed-stack
 /// conventions, [`NATIVE_THREAD_STACK`] under the chunked ones (`lookahead`, `mmu`,
-/// `mmu-reuse`).
+/// `mmu-reuse`) and the heap ones (their native stack is the C stack of C calls).
 pub fn thread_stack_request(abi: u32, requested: c_int) -> c_int {
     if abi == crate::abi::ABI_LOOKAHEAD
         || abi == crate::abi::ABI_MMU
         || abi == crate::abi::ABI_MMU_REUSE
+        || abi == crate::abi::ABI_HEAP
+        || abi == crate::abi::ABI_HEAP_MALLOC
     {
         NATIVE_THREAD_STACK as c_int
     } else {

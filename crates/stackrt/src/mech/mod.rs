@@ -7,12 +7,14 @@
 
 use core::ffi::c_void;
 
+pub mod heap;
 pub mod lookahead;
 pub mod mmu;
 
 use crate::abi::{
-    ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_LOOKAHEAD as LOOKAHEAD, ABI_MMU as MMU,
-    ABI_MMU_REUSE as MMU_REUSE, ABI_TRADITIONAL as TRADITIONAL,
+    ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_HEAP as HEAP, ABI_HEAP_MALLOC as HEAP_MALLOC,
+    ABI_LOOKAHEAD as LOOKAHEAD, ABI_MMU as MMU, ABI_MMU_REUSE as MMU_REUSE,
+    ABI_TRADITIONAL as TRADITIONAL,
 };
 use crate::start::StartRoutine;
 
@@ -43,6 +45,8 @@ pub fn is_emitted_abi(abi: u32) -> bool {
         || abi == LOOKAHEAD
         || abi == MMU
         || abi == MMU_REUSE
+        || abi == HEAP
+        || abi == HEAP_MALLOC
 }
 
 /// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack: the native
@@ -78,6 +82,14 @@ pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> 
         // SAFETY: as above for the MMU conventions (a fresh first chunk with a guard page; the
         // thread got its alternate signal stack from `crate::signals::thread_setup`).
         MMU | MMU_REUSE => Some(unsafe { mmu::enter(fp, a0, a1, nargs) }),
+        HEAP | HEAP_MALLOC => {
+            if abi == HEAP_MALLOC {
+                heap::set_malloc();
+            }
+            // SAFETY: as above for the heap conventions (a fresh entry block; C calls run on
+            // this native stack).
+            Some(unsafe { heap::enter(fp, a0, a1, nargs) })
+        }
         _ => None,
     }
 }

@@ -11,6 +11,7 @@ use regalloc2::PReg;
 use super::{MechKind, Target};
 
 mod callee_cleanup;
+pub mod heap;
 pub mod lookahead;
 pub mod mmu;
 mod traditional;
@@ -106,6 +107,8 @@ pub fn by_kind(kind: MechKind) -> &'static dyn Mechanism {
         MechKind::Lookahead { .. } => &LookaheadBase,
         MechKind::Mmu { reuse: false, .. } => &mmu::MMU_BASE,
         MechKind::Mmu { reuse: true, .. } => &mmu::MMU_REUSE_BASE,
+        MechKind::Heap { malloc: false, .. } => &heap::HEAP_BASE,
+        MechKind::Heap { malloc: true, .. } => &heap::HEAP_MALLOC_BASE,
     }
 }
 

@@ -1,0 +1,648 @@
+//! Mechanisms `heap` and `heap-malloc`: every activation in its own heap block (thesis 3.4.2,
+//! paper 4.3). The caller allocates a block of `stacksizeof(callee)` bytes plus one word for
+//! its own stack pointer, moves SP to the block's top, pushes the arguments and calls; after
+//! the return it frees the block and restores its SP. A thread's stack is a linked list of
+//! blocks; it never holds more than the blocks of its live frames and its free lists.
+//!
+//! `heap` allocates from per-thread free lists by size class, inline and without a lock or a
+//! call (a call and return at the same depth reuse the same block); `heap-malloc` is the
+//! thesis's variant, a runtime call to `malloc` and `free` for every frame, kept for
+//! comparison. The runtime side is `crates/stackrt/src/mech/heap.rs` and
+//! `crates/stackrt/src/arch/*_heap.rs`.
+//!
+//! # Thread state: a thread-local block instead of a reserved register
+//!
+//! The thesis reserves `EBP` for the thread stack and calls an overflow routine (listing 3.8)
+//! that `malloc`s the frame. Here the thread's allocator state is a thread-local block of the
+//! runtime, [`TLS_SYMBOL`], addressed through the thread pointer (`gs:` on i686, `fs:` on
+//! x86-64, the local-exec TLS model: one segment-relative operand, no register). Its layout
+//! (word = 4 bytes on i686, 8 on x86-64) is part of the ABI, mirrored by `stackrt::mech::heap`
+//! and checked on both sides:
+//!
+//! ```text
+//!  word 0   cstack    the C stack's top (16-byte aligned): C calls and runtime calls run there
+//!  word 1   bump      top of the next block to carve (moves down) in the current slab
+//!  word 2   bump_end  the current slab's lowest address
+//!  word 3   large     the block top a general allocation returned
+//!  +4 words frames    u64: frames allocated (statistics)
+//!  then     heads[k]  free list of size class k: the address of a free block's top word
+//!                     (which holds the next one), 0 when empty
+//!  then     carved[k] blocks of class k carved so far (statistics: class k's peak live count)
+//! ```
+//!
+//! `ebp`/`rbp` is reserved as the *call base*: the caller's SP from the allocation to the
+//! transfer of control (the pushes read the caller's spill slots through it, SP is already on
+//! the new block), as under `mmu`.
+//!
+//! # Sequences, side by side with the thesis (i686; x86-64: rbp, rsp, qword, `fs:`)
+//!
+//! `T(x)` stands for `dword ptr gs:[stackrt_heap_tls@ntpoff + x]`, `C` for the class size.
+//!
+//! ```text
+//!  thesis listing 3.4 (caller)          this stage, size class k
+//!  MOV  EAX, ESP                        mov  ebp, esp
+//!  MOV  ESP, EBP                        mov  esp, T(heads + 4k)   ; a free block of class k
+//!  PUSH CALLEE_STACK_SIZE + 4           test esp, esp
+//!  CALL STAMEX_OVERFLOW_HANDLER         jz   .LhpN_new            ; none: carve one
+//!    (malloc, [top-4] = old ESP)        pop  T(heads + 4k)        ; unlink it; esp = its top
+//!                                      .LhpN_got:
+//!                                       push ebp                  ; the caller's SP, top word
+//!                                       add  T(frames), 1 ; adc T(frames + 4), 0
+//!  PUSH arg1 ... PUSH argn              push argN ... push arg1   ; spills read [ebp + k]
+//!  CALL callee_name                     call callee
+//!  SUB  ESP, ...                        add  esp, args            ; esp = the top word
+//!  CALL STAMEX_UNDERFLOW_HANDLER        pop  ecx                  ; the caller's SP
+//!    (free, ESP = old ESP)              push T(heads + 4k)        ; the block's top word links
+//!                                       mov  T(heads + 4k), esp   ;  the list; it is the head
+//!                                       mov  esp, ecx
+//!
+//!  slow paths (.subsection 1):
+//!  .LhpN_new:  mov esp, T(bump)         ; carve C bytes below the bump pointer
+//!              sub esp, C
+//!              cmp esp, T(bump_end)
+//!              jb  .LhpN_slab
+//!              mov T(bump), esp
+//!              add T(carved + 4k), 1
+//!              add esp, C               ; the new block's top
+//!              jmp .LhpN_got
+//!  .LhpN_slab: mov esp, T(cstack)       ; the slab is used up: the runtime links a new one
+//!              push C                   ; (a stack chunk) and points bump/bump_end at it;
+//!              call stackrt_heap_slab   ; it preserves every register
+//!              jmp .LhpN_new
+//!
+//!  thesis listing 3.5 (callee)          this stage: the same
+//!  SUB ESP, S ... ADD ESP, S ; RET      sub esp, S ... add esp, S ; ret
+//! ```
+//!
+//! The semantics are the thesis's: every activation has its own block, freed when it returns;
+//! the caller's SP is kept in the block's top word. Differences:
+//!
+//! * The allocation is inline: four instructions and a well-predicted branch when the class's
+//!   free list holds a block, seven more when it must carve one from the thread's slab; the
+//!   runtime is called once per slab (a stack chunk, `--chunk-size`, default 64 KiB). The
+//!   thesis's two runtime calls per call (`malloc`, `free`) are what `heap-malloc` keeps.
+//! * No register holds the thread state, so `ebp` serves as the thesis's `EAX` (the caller's
+//!   SP), and no register at all is clobbered before the arguments are pushed: the allocation
+//!   runs with SP itself as its only scratch register. The free uses `ecx`, which a C-- call
+//!   clobbers anyway and which never holds a result.
+//! * Blocks are sized to keep the body's SP 16-byte aligned (as every mechanism here does), so
+//!   `stacksizeof(f)` is a multiple of 16; size classes are multiples of 16 too ([`class_size`]).
+//! * Frames larger than the largest class ([`MAX_CLASS_SIZE`]) and every frame of
+//!   `heap-malloc` take the general path: a runtime call on the C stack for the allocation and
+//!   one for the free, as the thesis's handlers:
+//!
+//! ```text
+//!  mov  ebp, esp                        call callee
+//!  mov  esp, T(cstack)                  add  esp, args
+//!  push B                               mov  ebp, dword ptr [esp]    ; the caller's SP
+//!  call stackrt_heap_alloc              lea  ecx, [esp + 4]          ; the block's top
+//!  mov  esp, T(large)                   mov  esp, T(cstack)
+//!  push ebp                             push B
+//!  push args ...                        call stackrt_heap_free       ; preserves eax, edx, xmm0
+//!                                       mov  esp, ebp
+//! ```
+//!
+//! * Calls to C functions run on the thread's C stack (its native stack, below the entry
+//!   trampoline's frame), with the C ABI's alignment:
+//!   `mov ebp, esp; mov esp, T(cstack); <the shared C call>; mov esp, ebp` (C code preserves
+//!   `ebp`). C code never calls back into C-- code on the same thread, so one C stack top
+//!   serves every C call.
+//!
+//! # Signals
+//! SP points into a small heap block, or briefly at a free one, so a signal handler must not
+//! run on the current stack: every handler the runtime installs uses `SA_ONSTACK` and each
+//! thread has an alternate signal stack (`stackrt::signals`), as Go requires of foreign
+//! handlers. The same holds for handlers a C library linked into the program installs.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use regalloc2::PReg;
+
+use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
+use crate::emit::{regs, EmitError, EmitOptions, Target};
+use crate::lower::LoweredProgram;
+
+/// ABI id of `heap` (`stackrt::abi::ABI_HEAP`).
+pub const ABI_HEAP: u32 = 6;
+/// ABI id of `heap-malloc` (`stackrt::abi::ABI_HEAP_MALLOC`).
+pub const ABI_HEAP_MALLOC: u32 = 7;
+
+/// The runtime's thread-local allocator block (see the module docs for its layout).
+pub const TLS_SYMBOL: &str = "stackrt_heap_tls";
+/// The runtime's slab stub: links a new slab for a block of `[sp + slot]` bytes; preserves
+/// every register.
+pub const SLAB_STUB: &str = "stackrt_heap_slab";
+/// The runtime's general allocation stub: a block of `[sp + slot]` bytes, its top stored in
+/// the TLS word `large`; preserves every register.
+pub const ALLOC_STUB: &str = "stackrt_heap_alloc";
+/// The runtime's general free stub: frees the block of `[sp + slot]` bytes whose top is in
+/// `ecx`/`rcx`; preserves every other register.
+pub const FREE_STUB: &str = "stackrt_heap_free";
+
+/// Default slab size (`--chunk-size`) of the heap mechanisms: 64 KiB, four of the largest
+/// class.
+pub const DEFAULT_SLAB_SIZE: u32 = 64 * 1024;
+
+/// Number of size classes: 32 of 16-byte steps (16 to 512 bytes), then four per doubling up
+/// to [`MAX_CLASS_SIZE`]. Mirrored by `stackrt::mech::heap::NUM_CLASSES`.
+pub const NUM_CLASSES: usize = 52;
+/// The largest size class; larger blocks take the general path.
+pub const MAX_CLASS_SIZE: u32 = 16384;
+
+/// Bytes of size class `k` (`k < NUM_CLASSES`).
+pub const fn class_size(k: usize) -> u32 {
+    if k < 32 {
+        16 * (k as u32 + 1)
+    } else {
+        let j = (k - 32) as u32;
+        let base = 512u32 << (j / 4);
+        base + base / 4 * (j % 4 + 1)
+    }
+}
+
+/// The smallest size class holding `bytes`, or None above [`MAX_CLASS_SIZE`].
+pub fn class_for(bytes: u32) -> Option<usize> {
+    (0..NUM_CLASSES).find(|&k| class_size(k) >= bytes)
+}
+
+/// Byte offsets of the TLS block's fields on a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TlsLayout {
+    pub cstack: u32,
+    pub bump: u32,
+    pub bump_end: u32,
+    pub large: u32,
+    pub frames: u32,
+    pub heads: u32,
+    pub carved: u32,
+}
+
+impl TlsLayout {
+    pub const fn for_target(t: Target) -> TlsLayout {
+        let p = match t {
+            Target::I686 => 4,
+            Target::X86_64 => 8,
+        };
+        let heads = 4 * p + 8;
+        TlsLayout {
+            cstack: 0,
+            bump: p,
+            bump_end: 2 * p,
+            large: 3 * p,
+            frames: 4 * p,
+            heads,
+            carved: heads + NUM_CLASSES as u32 * p,
+        }
+    }
+}
+
+/// `heap` or `heap-malloc`: the sequences; the block sizes come from the first pass.
+pub struct Heap {
+    malloc: bool,
+    /// `stacksizeof` of each C-- function by symbol (empty in the first pass).
+    sizes: HashMap<String, u32>,
+    labels: Cell<u32>,
+}
+
+/// The stateless face of `heap` for [`super::by_kind`] (name, ABI id, frame conventions).
+pub static HEAP_BASE: HeapBase = HeapBase { malloc: false };
+/// The stateless face of `heap-malloc`.
+pub static HEAP_MALLOC_BASE: HeapBase = HeapBase { malloc: true };
+
+/// See [`HEAP_BASE`]; its call sequences use the smallest block.
+pub struct HeapBase {
+    malloc: bool,
+}
+
+fn base_reg(t: Target) -> &'static str {
+    match t {
+        Target::I686 => "ebp",
+        Target::X86_64 => "rbp",
+    }
+}
+
+fn scratch(t: Target) -> &'static str {
+    match t {
+        Target::I686 => "ecx",
+        Target::X86_64 => "rcx",
+    }
+}
+
+/// A pointer-sized operand at `off` in the TLS block.
+fn tls(t: Target, off: u32) -> String {
+    match t {
+        Target::I686 => format!("dword ptr gs:[{TLS_SYMBOL}@ntpoff + {off}]"),
+        Target::X86_64 => format!("qword ptr fs:[{TLS_SYMBOL}@tpoff + {off}]"),
+    }
+}
+
+/// A 32-bit operand at `off` in the TLS block.
+fn tls32(t: Target, off: u32) -> String {
+    match t {
+        Target::I686 => format!("dword ptr gs:[{TLS_SYMBOL}@ntpoff + {off}]"),
+        Target::X86_64 => format!("dword ptr fs:[{TLS_SYMBOL}@tpoff + {off}]"),
+    }
+}
+
+impl Mechanism for HeapBase {
+    fn name(&self) -> &'static str {
+        if self.malloc {
+            "heap-malloc"
+        } else {
+            "heap"
+        }
+    }
+    fn abi_id(&self) -> u32 {
+        if self.malloc {
+            ABI_HEAP_MALLOC
+        } else {
+            ABI_HEAP
+        }
+    }
+    fn reserved_regs(&self, _target: Target) -> Vec<PReg> {
+        vec![regs::gpr(regs::RBP)]
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        target.slot()
+    }
+    /// The return address and the caller's SP in the block's top word.
+    fn call_overhead(&self, target: Target) -> u32 {
+        2 * target.slot()
+    }
+    fn call_base(&self, target: Target) -> Option<&'static str> {
+        Some(base_reg(target))
+    }
+    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
+        Some(f.frame_size + f.arg_bytes + 2 * f.target.slot())
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        sub_sp(f.target, f.frame_size, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        add_sp(f.target, f.frame_size, out);
+        out.push_str("\tret\n");
+    }
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        general_alloc(c.target, 16, out);
+        c.target.slot()
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        general_free(c, 16, out);
+    }
+    fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
+        to_c_stack(c.target, out);
+    }
+    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
+        let _ = writeln!(out, "\tmov {}, {}", c.target.sp(), base_reg(c.target));
+    }
+}
+
+/// `mov ebp, esp; mov esp, T(cstack)`.
+fn to_c_stack(t: Target, out: &mut String) {
+    let l = TlsLayout::for_target(t);
+    let _ = writeln!(out, "\tmov {}, {}", base_reg(t), t.sp());
+    let _ = writeln!(out, "\tmov {}, {}\t# the C stack", t.sp(), tls(t, l.cstack));
+}
+
+/// Counts one allocated frame in the TLS `frames` word (u64 on both targets).
+fn count_frame(t: Target, out: &mut String) {
+    let l = TlsLayout::for_target(t);
+    match t {
+        Target::X86_64 => {
+            let _ = writeln!(out, "\tadd {}, 1", tls(t, l.frames));
+        }
+        Target::I686 => {
+            let _ = writeln!(out, "\tadd {}, 1", tls32(t, l.frames));
+            let _ = writeln!(out, "\tadc {}, 0", tls32(t, l.frames + 4));
+        }
+    }
+}
+
+/// The general path's allocation of a block of `block` bytes: a runtime call on the C stack.
+fn general_alloc(t: Target, block: u32, out: &mut String) {
+    let l = TlsLayout::for_target(t);
+    to_c_stack(t, out);
+    let _ = writeln!(out, "\tpush {block}");
+    let _ = writeln!(out, "\tcall {ALLOC_STUB}");
+    let _ = writeln!(
+        out,
+        "\tmov {}, {}\t# the new block's top",
+        t.sp(),
+        tls(t, l.large)
+    );
+    let _ = writeln!(out, "\tpush {}\t# the caller's SP", base_reg(t));
+}
+
+/// The general path's call and free of a block of `block` bytes.
+fn general_free(c: &CallSite, block: u32, out: &mut String) {
+    let t = c.target;
+    let sp = t.sp();
+    let l = TlsLayout::for_target(t);
+    let _ = writeln!(out, "\tcall {}", c.callee);
+    add_sp(t, c.arg_bytes, out);
+    let w = if t == Target::I686 { "dword" } else { "qword" };
+    let _ = writeln!(
+        out,
+        "\tmov {}, {w} ptr [{sp}]\t# the caller's SP",
+        base_reg(t)
+    );
+    let _ = writeln!(
+        out,
+        "\tlea {}, [{sp} + {}]\t# the block's top",
+        scratch(t),
+        t.slot()
+    );
+    let _ = writeln!(out, "\tmov {sp}, {}\t# the C stack", tls(t, l.cstack));
+    let _ = writeln!(out, "\tpush {block}");
+    let _ = writeln!(out, "\tcall {FREE_STUB}");
+    let _ = writeln!(out, "\tmov {sp}, {}", base_reg(t));
+}
+
+impl Heap {
+    fn new(malloc: bool, sizes: HashMap<String, u32>) -> Self {
+        Heap {
+            malloc,
+            sizes,
+            labels: Cell::new(0),
+        }
+    }
+
+    fn base(&self) -> &'static HeapBase {
+        if self.malloc {
+            &HEAP_MALLOC_BASE
+        } else {
+            &HEAP_BASE
+        }
+    }
+
+    /// The callee's block size and its size class (None: the general path).
+    fn block(&self, c: &CallSite) -> (u32, Option<usize>) {
+        // First pass: no sizes yet; the text is thrown away.
+        let b = self.sizes.get(c.callee).copied().unwrap_or(16);
+        if self.malloc {
+            (b, None)
+        } else {
+            (b, class_for(b))
+        }
+    }
+}
+
+/// The inline allocation from class `k`'s free list (label number `n`).
+fn class_alloc(t: Target, k: usize, n: u32, out: &mut String) {
+    let sp = t.sp();
+    let l = TlsLayout::for_target(t);
+    let p = t.slot();
+    let head = tls(t, l.heads + k as u32 * p);
+    let size = class_size(k);
+    let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
+    let _ = writeln!(out, "\tmov {sp}, {head}\t# a free block of {size} bytes");
+    let _ = writeln!(out, "\ttest {sp}, {sp}");
+    let _ = writeln!(out, "\tjz .Lhp{n}_new");
+    let _ = writeln!(out, "\tpop {head}");
+    let _ = writeln!(out, ".Lhp{n}_got:");
+    let _ = writeln!(out, "\tpush {}\t# the caller's SP", base_reg(t));
+    count_frame(t, out);
+    out.push_str("\t.subsection 1\n");
+    let _ = writeln!(out, ".Lhp{n}_new:");
+    let _ = writeln!(out, "\tmov {sp}, {}", tls(t, l.bump));
+    let _ = writeln!(out, "\tsub {sp}, {size}");
+    let _ = writeln!(out, "\tcmp {sp}, {}", tls(t, l.bump_end));
+    let _ = writeln!(out, "\tjb .Lhp{n}_slab");
+    let _ = writeln!(out, "\tmov {}, {sp}", tls(t, l.bump));
+    let _ = writeln!(out, "\tadd {}, 1", tls(t, l.carved + k as u32 * p));
+    let _ = writeln!(out, "\tadd {sp}, {size}");
+    let _ = writeln!(out, "\tjmp .Lhp{n}_got");
+    let _ = writeln!(out, ".Lhp{n}_slab:");
+    let _ = writeln!(out, "\tmov {sp}, {}", tls(t, l.cstack));
+    let _ = writeln!(out, "\tpush {size}");
+    let _ = writeln!(out, "\tcall {SLAB_STUB}");
+    let _ = writeln!(out, "\tjmp .Lhp{n}_new");
+    out.push_str("\t.subsection 0\n");
+}
+
+/// The call and the inline free into class `k`'s free list.
+fn class_free(c: &CallSite, k: usize, out: &mut String) {
+    let t = c.target;
+    let sp = t.sp();
+    let l = TlsLayout::for_target(t);
+    let head = tls(t, l.heads + k as u32 * t.slot());
+    let _ = writeln!(out, "\tcall {}", c.callee);
+    add_sp(t, c.arg_bytes, out);
+    let _ = writeln!(out, "\tpop {}\t# the caller's SP", scratch(t));
+    let _ = writeln!(out, "\tpush {head}\t# the block joins its free list");
+    let _ = writeln!(out, "\tmov {head}, {sp}");
+    let _ = writeln!(out, "\tmov {sp}, {}", scratch(t));
+}
+
+impl Mechanism for Heap {
+    fn name(&self) -> &'static str {
+        self.base().name()
+    }
+    fn abi_id(&self) -> u32 {
+        self.base().abi_id()
+    }
+    fn reserved_regs(&self, target: Target) -> Vec<PReg> {
+        self.base().reserved_regs(target)
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        self.base().entry_arg_offset(target)
+    }
+    fn call_overhead(&self, target: Target) -> u32 {
+        self.base().call_overhead(target)
+    }
+    fn call_base(&self, target: Target) -> Option<&'static str> {
+        self.base().call_base(target)
+    }
+    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
+        self.base().stack_need_word(f)
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        self.base().prologue(f, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        self.base().epilogue(f, out);
+    }
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        match self.block(c) {
+            (_, Some(k)) => {
+                let n = self.labels.get();
+                self.labels.set(n + 1);
+                class_alloc(c.target, k, n, out);
+            }
+            (b, None) => general_alloc(c.target, b, out),
+        }
+        c.target.slot()
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        match self.block(c) {
+            (_, Some(k)) => class_free(c, k, out),
+            (b, None) => general_free(c, b, out),
+        }
+    }
+    fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
+        self.base().extern_call_prefix(c, out);
+    }
+    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
+        self.base().extern_call_return(c, out);
+    }
+}
+
+fn emit_error(message: String) -> EmitError {
+    EmitError {
+        function: None,
+        message,
+    }
+}
+
+/// Emits the whole program under `heap` / `heap-malloc` (see [`crate::emit::emit_program`]):
+/// a first pass for the blocks, a second printing the sequences. Also defines
+/// `__cmm_chunk_size` (the slab size).
+pub fn emit_program(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    malloc: bool,
+    slab_size: u32,
+) -> Result<String, EmitError> {
+    let target = opts.target;
+    crate::emit::check_pointer_type(p, opts)?;
+    crate::callgraph::validate_chunk_size(slab_size as u64).map_err(emit_error)?;
+    let first = crate::emit::print_all(p, target, &Heap::new(malloc, HashMap::new()))?;
+    let mut sizes = HashMap::with_capacity(p.functions.len());
+    for (f, printed) in p.functions.iter().zip(&first) {
+        if printed.frame_size > i32::MAX as u32 {
+            return Err(EmitError {
+                function: Some(f.name.clone()),
+                message: format!("a frame of {} bytes is over 2 GiB", printed.frame_size),
+            });
+        }
+        sizes.insert(f.symbol.clone(), printed.frame_size);
+    }
+    let mech = Heap::new(malloc, sizes);
+    let second = crate::emit::print_all(p, target, &mech)?;
+    let mut out = String::new();
+    out.push_str("\t.intel_syntax noprefix\n");
+    let _ = writeln!(
+        out,
+        "# cmm emission stage: target {:?}, mechanism {}, slab size {slab_size}",
+        target,
+        mech.name()
+    );
+    out.push_str("\t.text\n");
+    let mut frame_sizes = Vec::with_capacity(p.functions.len());
+    let mut rodata = String::new();
+    for (a, b) in first.iter().zip(&second) {
+        if a.frame_size != b.frame_size {
+            return Err(emit_error(
+                "heap: the second pass printed different frames than the first".into(),
+            ));
+        }
+        out.push_str(&b.text);
+        rodata.push_str(&b.rodata);
+        frame_sizes.push(b.frame_size);
+    }
+    crate::emit::emit_data(p, opts, mech.base(), &frame_sizes, &rodata, &mut out);
+    crate::emit::emit_chunk_size(slab_size, &mut out);
+    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(t: Target, arg_bytes: u32) -> CallSite<'static> {
+        CallSite {
+            target: t,
+            callee: "cmm_f",
+            arg_bytes,
+            return_label: ".Lf0ret1",
+        }
+    }
+
+    /// The size-class table is part of the ABI: `stackrt::mech::heap` has the same test.
+    #[test]
+    fn size_classes_are_multiples_of_16_growing_to_the_largest() {
+        assert_eq!(class_size(0), 16);
+        assert_eq!(class_size(31), 512);
+        assert_eq!(
+            [32, 33, 34, 35, 36].map(class_size),
+            [640, 768, 896, 1024, 1280]
+        );
+        assert_eq!(class_size(NUM_CLASSES - 1), MAX_CLASS_SIZE);
+        for k in 1..NUM_CLASSES {
+            assert!(class_size(k) > class_size(k - 1));
+            assert_eq!(class_size(k) % 16, 0);
+        }
+        assert_eq!(class_for(16), Some(0));
+        assert_eq!(class_for(48), Some(2));
+        assert_eq!(class_for(520), Some(32));
+        assert_eq!(class_for(MAX_CLASS_SIZE), Some(NUM_CLASSES - 1));
+        assert_eq!(class_for(MAX_CLASS_SIZE + 16), None);
+    }
+
+    #[test]
+    fn tls_layout_is_the_documented_one() {
+        let l = TlsLayout::for_target(Target::X86_64);
+        assert_eq!((l.cstack, l.bump, l.bump_end, l.large), (0, 8, 16, 24));
+        assert_eq!((l.frames, l.heads, l.carved), (32, 40, 40 + 52 * 8));
+        let l = TlsLayout::for_target(Target::I686);
+        assert_eq!((l.frames, l.heads, l.carved), (16, 24, 24 + 52 * 4));
+    }
+
+    #[test]
+    fn a_call_takes_and_gives_back_a_block_of_its_class() {
+        let mut s = String::new();
+        let c = site(Target::X86_64, 16);
+        let mut sizes = HashMap::new();
+        sizes.insert("cmm_f".to_string(), 48);
+        let h = Heap::new(false, sizes);
+        assert_eq!(h.call_prefix(&c, &mut s), 8);
+        h.call_suffix(&c, &mut s);
+        let main: String = s.split("\t.subsection 1\n").next().unwrap().to_string();
+        let tail = s.split("\t.subsection 0\n").nth(1).unwrap();
+        assert_eq!(
+            main,
+            "\tmov rbp, rsp\n\
+             \tmov rsp, qword ptr fs:[stackrt_heap_tls@tpoff + 56]\t# a free block of 48 bytes\n\
+             \ttest rsp, rsp\n\
+             \tjz .Lhp0_new\n\
+             \tpop qword ptr fs:[stackrt_heap_tls@tpoff + 56]\n\
+             .Lhp0_got:\n\
+             \tpush rbp\t# the caller's SP\n\
+             \tadd qword ptr fs:[stackrt_heap_tls@tpoff + 32], 1\n"
+        );
+        assert_eq!(
+            tail,
+            "\tcall cmm_f\n\
+             \tadd rsp, 16\n\
+             \tpop rcx\t# the caller's SP\n\
+             \tpush qword ptr fs:[stackrt_heap_tls@tpoff + 56]\t# the block joins its free list\n\
+             \tmov qword ptr fs:[stackrt_heap_tls@tpoff + 56], rsp\n\
+             \tmov rsp, rcx\n"
+        );
+    }
+
+    #[test]
+    fn large_frames_and_heap_malloc_take_the_general_path() {
+        for (malloc, size) in [(false, MAX_CLASS_SIZE + 16), (true, 48)] {
+            let mut sizes = HashMap::new();
+            sizes.insert("cmm_f".to_string(), size);
+            let h = Heap::new(malloc, sizes);
+            let mut s = String::new();
+            let c = site(Target::I686, 8);
+            h.call_prefix(&c, &mut s);
+            h.call_suffix(&c, &mut s);
+            assert!(
+                s.contains(&format!("\tpush {size}\n\tcall {ALLOC_STUB}\n")),
+                "{s}"
+            );
+            assert!(
+                s.contains(&format!("\tpush {size}\n\tcall {FREE_STUB}\n")),
+                "{s}"
+            );
+            assert!(!s.contains("subsection"), "{s}");
+        }
+    }
+}
