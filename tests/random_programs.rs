@@ -101,6 +101,12 @@ const CONFIGS: &[Config] = &[
     tiny("emit", "lookahead", "x86_64"),
     cfg("emit", "lookahead", "i686"),
     tiny("emit", "lookahead", "i686"),
+    cfg("emit", "heap", "x86_64"),
+    tiny("emit", "heap", "x86_64"),
+    cfg("emit", "heap", "i686"),
+    tiny("emit", "heap", "i686"),
+    cfg("emit", "heap-malloc", "x86_64"),
+    cfg("emit", "heap-malloc", "i686"),
 ];
 
 /// Configurations that must work: a regression in one of them fails the test instead of being
@@ -115,6 +121,12 @@ const REQUIRED: &[&str] = &[
     "emit-lookahead-x86_64-tiny",
     "emit-lookahead-i686",
     "emit-lookahead-i686-tiny",
+    "emit-heap-x86_64",
+    "emit-heap-x86_64-tiny",
+    "emit-heap-i686",
+    "emit-heap-i686-tiny",
+    "emit-heap-malloc-x86_64",
+    "emit-heap-malloc-i686",
 ];
 
 impl Config {

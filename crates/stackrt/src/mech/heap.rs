@@ -257,13 +257,16 @@ fn new_chunk(bytes: usize) -> *mut ChunkHeader {
 /// Slow path of the inline allocation: the current slab has no room for a block of `size`
 /// bytes; link a new slab and point the bump region at it (the old slab's rest is left).
 pub extern "C" fn stackrt_heap_new_slab(size: usize, _top: usize) {
-    let h = new_chunk(size);
     let t = tls();
-    // SAFETY: only this thread touches its TLS block; `h` is a chunk of its chain.
-    unsafe {
-        (*t).bump = h as usize;
-        (*t).bump_end = (*h).limit;
-    }
+    // SAFETY: only this thread touches its TLS block.
+    new_slab(unsafe { &mut *t }, size);
+}
+
+fn new_slab(t: &mut HeapTls, size: usize) {
+    let h = new_chunk(size);
+    t.bump = h as usize;
+    // SAFETY: `h` is a chunk of this thread's chain, just linked.
+    t.bump_end = unsafe { (*h).limit };
 }
 
 fn note_general(t: &mut HeapTls, size: usize, limit: usize) {
@@ -311,7 +314,7 @@ fn alloc_block(t: &mut HeapTls, size: usize) -> usize {
         }
         let c = class_size(k);
         if t.bump < t.bump_end + c {
-            stackrt_heap_new_slab(c, 0);
+            new_slab(t, c);
         }
         t.bump -= c;
         t.carved[k] += 1;
@@ -391,19 +394,40 @@ fn large_capacity(top: usize, size: usize) -> usize {
     }
 }
 
-/// The general allocation stub's Rust half: a block of `size` bytes, its top in `large`.
-pub extern "C" fn stackrt_heap_alloc_general(size: usize, _top: usize) {
+/// Allocates a block of `size` bytes for the calling thread, which must be running heap code
+/// ([`stackrt_heap_thread_enter`]), outside the inline path; returns its top (16-byte
+/// aligned). The same lists and slabs as the emitted code's inline path.
+pub fn alloc_frame(size: usize) -> usize {
     let t = tls();
     // SAFETY: only this thread touches its TLS block.
-    let t = unsafe { &mut *t };
-    t.large = alloc_block(t, size);
+    alloc_block(unsafe { &mut *t }, size)
+}
+
+/// Gives back the calling thread's block of `size` bytes at `top` (from [`alloc_frame`] or
+/// the inline path).
+pub fn free_frame(top: usize, size: usize) {
+    let t = tls();
+    // SAFETY: only this thread touches its TLS block.
+    free_block(unsafe { &mut *t }, top, size);
+}
+
+/// The frames the calling thread allocated since it entered heap code (or since the last
+/// statistics flush).
+pub fn thread_frames() -> u64 {
+    // SAFETY: the calling thread's own block.
+    unsafe { (*tls()).frames }
+}
+
+/// The general allocation stub's Rust half: a block of `size` bytes, its top in `large`.
+pub extern "C" fn stackrt_heap_alloc_general(size: usize, _top: usize) {
+    let top = alloc_frame(size);
+    // SAFETY: only this thread touches its TLS block.
+    unsafe { (*tls()).large = top };
 }
 
 /// The general free stub's Rust half.
 pub extern "C" fn stackrt_heap_free_general(size: usize, top: usize) {
-    let t = tls();
-    // SAFETY: only this thread touches its TLS block.
-    free_block(unsafe { &mut *t }, top, size);
+    free_frame(top, size);
 }
 
 /// Starts heap code on the calling thread: `cstack` is the C stack's top (16-byte aligned;
