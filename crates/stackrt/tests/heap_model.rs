@@ -6,7 +6,8 @@
 //! * a large block (over the largest class) is reused by the first freed large block, most
 //!   recent first, whose capacity holds the request;
 //! * otherwise the block is new: it overlaps no live block of any thread (a shared interval
-//!   map of every live block checks this) and is 16-byte aligned with room for the request;
+//!   map of every live block checks this) and is aligned to the granule with room for the
+//!   request;
 //! * a block's contents survive until it is freed (each block is filled with a pattern naming
 //!   its thread and allocation, checked before the free): nothing is handed out twice;
 //! * every allocation is counted once.
@@ -25,7 +26,7 @@ use proptest::prelude::*;
 use stackrt::chunk::ChunkHeader;
 use stackrt::mech::heap::{
     alloc_frame, class_for, class_size, free_frame, stackrt_heap_thread_enter,
-    stackrt_heap_thread_exit, thread_frames, MAX_CLASS_SIZE,
+    stackrt_heap_thread_exit, thread_frames, GRANULE, MAX_CLASS_SIZE,
 };
 
 #[derive(Clone, Debug)]
@@ -128,7 +129,7 @@ fn run_thread(thread: usize, ops: &[Op]) -> Result<(), String> {
                 if std::env::var_os("HEAP_MODEL_TRACE").is_some() {
                     eprintln!("t{thread} op{n} alloc {size} -> {top:#x} expect {expect:x?}");
                 }
-                if top % 16 != 0 {
+                if top % GRANULE != 0 {
                     return Err(format!("thread {thread}: block top {top:#x} not aligned"));
                 }
                 let cap = match expect {

@@ -5,7 +5,8 @@
 //! ```text
 //!   | incoming args, return address (placement per mechanism) |
 //!   +---------------------------------------------------------+ <- esp at entry
-//!   | padding (keeps the body's esp 16-byte aligned)           |
+//!   | padding (keeps the body's esp 16-byte aligned; 8 under   |
+//!   | heap on i686, [`Mechanism::frame_align`])                |
 //!   | Cranelift stack slots (address-taken locals, arrays)     | <- esp + spill_bytes
 //!   | regalloc2 spill slots, 8 bytes each                      | <- esp
 //!   +---------------------------------------------------------+
@@ -140,7 +141,8 @@ pub fn print_function(
 
     // Frame layout.
     let bottom = mech.frame_bottom(target);
-    let spill_bytes = (ra.num_spillslots as u32 * 8).div_ceil(16) * 16;
+    let align = mech.frame_align(target);
+    let spill_bytes = (ra.num_spillslots as u32 * 8).div_ceil(align) * align;
     let slots_end = spill_bytes + stack_slots_size(&lf.func).div_ceil(8) * 8;
     let content = bottom + slots_end + 8 * saved.len() as u32;
     let arg_bytes: u32 = lf
@@ -152,7 +154,7 @@ pub fn print_function(
         .sum();
     let overhead = mech.call_overhead(target);
     let pushed = arg_bytes + overhead;
-    let frame_size = (content + pushed).div_ceil(16) * 16 - pushed;
+    let frame_size = (content + pushed).div_ceil(align) * align - pushed;
     let frame = FrameInfo {
         target,
         symbol: &lf.symbol,

@@ -41,21 +41,27 @@ extern "C" {
 
 /// Number of size classes (mirrors `cmm_codegen::emit::mech::heap::NUM_CLASSES`).
 pub const NUM_CLASSES: usize = 52;
-/// The largest size class; larger blocks take the general path.
-pub const MAX_CLASS_SIZE: usize = 16384;
 /// Pointer size: the word of the emitted conventions.
 const P: usize = core::mem::size_of::<usize>();
+/// Step of the small classes and alignment of every block: 16 bytes on 64-bit targets, 8 on
+/// 32-bit ones (mirrors the compiler's `granule`).
+pub const GRANULE: usize = if P == 8 { 16 } else { 8 };
 
-/// Bytes of size class `k`: 16-byte steps to 512, then four classes per doubling.
+/// Bytes of size class `k`: `GRANULE * (k + 1)` up to `32 * GRANULE`, then four classes per
+/// doubling (mirrors the compiler's `class_size`).
 pub const fn class_size(k: usize) -> usize {
     if k < 32 {
-        16 * (k + 1)
+        GRANULE * (k + 1)
     } else {
         let j = k - 32;
-        let base = 512usize << (j / 4);
+        let base = (32 * GRANULE) << (j / 4);
         base + base / 4 * (j % 4 + 1)
     }
 }
+
+/// The largest size class (16 KiB on x86-64, 8 KiB on i686); larger blocks take the general
+/// path.
+pub const MAX_CLASS_SIZE: usize = class_size(NUM_CLASSES - 1);
 
 /// The smallest class holding `bytes`, or None above [`MAX_CLASS_SIZE`].
 pub fn class_for(bytes: usize) -> Option<usize> {
@@ -288,9 +294,9 @@ fn stack_limit() -> usize {
     crate::chunk::runtime().map_or(usize::MAX, |rt| rt.config().stack_limit)
 }
 
-/// Allocates a block of `size` bytes outside the inline path and returns its top (16-byte
-/// aligned): from a class list or the slab, the large list or a new chunk; or `malloc` under
-/// `heap-malloc`.
+/// Allocates a block of `size` bytes outside the inline path and returns its top (aligned to
+/// [`GRANULE`]): from a class list or the slab, the large list or a new chunk; or `malloc`
+/// under `heap-malloc`.
 fn alloc_block(t: &mut HeapTls, size: usize) -> usize {
     if MALLOC.load(Relaxed) {
         note_general(t, size, stack_limit());
@@ -395,8 +401,8 @@ fn large_capacity(top: usize, size: usize) -> usize {
 }
 
 /// Allocates a block of `size` bytes for the calling thread, which must be running heap code
-/// ([`stackrt_heap_thread_enter`]), outside the inline path; returns its top (16-byte
-/// aligned). The same lists and slabs as the emitted code's inline path.
+/// ([`stackrt_heap_thread_enter`]), outside the inline path; returns its top (aligned to
+/// [`GRANULE`]). The same lists and slabs as the emitted code's inline path.
 pub fn alloc_frame(size: usize) -> usize {
     let t = tls();
     // SAFETY: only this thread touches its TLS block.
@@ -546,15 +552,24 @@ mod tests {
 
     /// The size-class table is part of the ABI: the compiler's `heap` module has the same test.
     #[test]
-    fn size_classes_are_multiples_of_16_growing_to_the_largest() {
-        assert_eq!(class_size(0), 16);
-        assert_eq!(class_size(31), 512);
-        assert_eq!(
-            [32, 33, 34, 35, 36].map(class_size),
-            [640, 768, 896, 1024, 1280]
-        );
-        assert_eq!(class_size(NUM_CLASSES - 1), MAX_CLASS_SIZE);
-        assert_eq!(class_for(48), Some(2));
-        assert_eq!(class_for(MAX_CLASS_SIZE + 16), None);
+    fn size_classes_step_by_the_granule_then_grow_by_quarters() {
+        if P == 8 {
+            assert_eq!((class_size(0), class_size(31)), (16, 512));
+            assert_eq!(
+                [32, 33, 34, 35, 36].map(class_size),
+                [640, 768, 896, 1024, 1280]
+            );
+            assert_eq!(MAX_CLASS_SIZE, 16384);
+            assert_eq!(class_for(48), Some(2));
+        } else {
+            assert_eq!((class_size(0), class_size(31)), (8, 256));
+            assert_eq!(
+                [32, 33, 34, 35, 36].map(class_size),
+                [320, 384, 448, 512, 640]
+            );
+            assert_eq!(MAX_CLASS_SIZE, 8192);
+            assert_eq!(class_for(24), Some(2));
+        }
+        assert_eq!(class_for(MAX_CLASS_SIZE + 8), None);
     }
 }

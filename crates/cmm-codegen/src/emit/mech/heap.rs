@@ -85,9 +85,11 @@
 //!   SP), and no register at all is clobbered before the arguments are pushed: the allocation
 //!   runs with SP itself as its only scratch register. The free uses `ecx`, which a C-- call
 //!   clobbers anyway and which never holds a result.
-//! * Blocks are sized to keep the body's SP 16-byte aligned (as every mechanism here does), so
-//!   `stacksizeof(f)` is a multiple of 16; size classes are multiples of 16 too ([`class_size`]).
-//! * Frames larger than the largest class ([`MAX_CLASS_SIZE`]) and every frame of
+//! * Blocks keep the body's SP aligned to the target's granule ([`granule`]): 16 bytes on
+//!   x86-64 as under every other mechanism, 8 on i686, where no C call runs on a block and
+//!   address space is scarce. `stacksizeof(f)` and the size classes ([`class_size`]) are
+//!   multiples of it.
+//! * Frames larger than the largest class ([`max_class_size`]) and every frame of
 //!   `heap-malloc` take the general path: a runtime call on the C stack for the allocation and
 //!   one for the free, as the thesis's handlers:
 //!
@@ -145,26 +147,43 @@ pub const FREE_STUB: &str = "stackrt_heap_free";
 /// class.
 pub const DEFAULT_SLAB_SIZE: u32 = 64 * 1024;
 
-/// Number of size classes: 32 of 16-byte steps (16 to 512 bytes), then four per doubling up
-/// to [`MAX_CLASS_SIZE`]. Mirrored by `stackrt::mech::heap::NUM_CLASSES`.
+/// Number of size classes: 32 of steps of the target's granule (16 bytes on x86-64, 8 on
+/// i686), then four per doubling, 20 more. Mirrored by `stackrt::mech::heap::NUM_CLASSES`.
 pub const NUM_CLASSES: usize = 52;
-/// The largest size class; larger blocks take the general path.
-pub const MAX_CLASS_SIZE: u32 = 16384;
 
-/// Bytes of size class `k` (`k < NUM_CLASSES`).
-pub const fn class_size(k: usize) -> u32 {
+/// The step of the small size classes and the alignment of every block: 16 bytes on x86-64
+/// (the body's SP stays 16-byte aligned, as under the other mechanisms), 8 on i686, where
+/// address space is scarce and no C call runs on a block (the thesis's Summation frame is 24
+/// bytes there instead of 32).
+pub const fn granule(t: Target) -> u32 {
+    match t {
+        Target::I686 => 8,
+        Target::X86_64 => 16,
+    }
+}
+
+/// Bytes of size class `k` (`k < NUM_CLASSES`) on target `t`: `granule * (k + 1)` up to
+/// `32 * granule`, then `base + base/4 * (1..=4)` per doubling of `base`.
+pub const fn class_size(t: Target, k: usize) -> u32 {
+    let g = granule(t);
     if k < 32 {
-        16 * (k as u32 + 1)
+        g * (k as u32 + 1)
     } else {
         let j = (k - 32) as u32;
-        let base = 512u32 << (j / 4);
+        let base = (32 * g) << (j / 4);
         base + base / 4 * (j % 4 + 1)
     }
 }
 
-/// The smallest size class holding `bytes`, or None above [`MAX_CLASS_SIZE`].
-pub fn class_for(bytes: u32) -> Option<usize> {
-    (0..NUM_CLASSES).find(|&k| class_size(k) >= bytes)
+/// The largest size class: 16 KiB on x86-64, 8 KiB on i686; larger blocks take the general
+/// path.
+pub const fn max_class_size(t: Target) -> u32 {
+    class_size(t, NUM_CLASSES - 1)
+}
+
+/// The smallest size class holding `bytes`, or None above [`max_class_size`].
+pub fn class_for(t: Target, bytes: u32) -> Option<usize> {
+    (0..NUM_CLASSES).find(|&k| class_size(t, k) >= bytes)
 }
 
 /// Byte offsets of the TLS block's fields on a target.
@@ -277,6 +296,9 @@ impl Mechanism for HeapBase {
     fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
         Some(f.frame_size + f.arg_bytes + 2 * f.target.slot())
     }
+    fn frame_align(&self, target: Target) -> u32 {
+        granule(target)
+    }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
         sub_sp(f.target, f.frame_size, out);
     }
@@ -384,7 +406,7 @@ impl Heap {
         if self.malloc {
             (b, None)
         } else {
-            (b, class_for(b))
+            (b, class_for(c.target, b))
         }
     }
 }
@@ -395,7 +417,7 @@ fn class_alloc(t: Target, k: usize, n: u32, out: &mut String) {
     let l = TlsLayout::for_target(t);
     let p = t.slot();
     let head = tls(t, l.heads + k as u32 * p);
-    let size = class_size(k);
+    let size = class_size(t, k);
     let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
     let _ = writeln!(out, "\tmov {sp}, {head}\t# a free block of {size} bytes");
     let _ = writeln!(out, "\ttest {sp}, {sp}");
@@ -457,6 +479,9 @@ impl Mechanism for Heap {
     }
     fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
         self.base().stack_need_word(f)
+    }
+    fn frame_align(&self, target: Target) -> u32 {
+        self.base().frame_align(target)
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
         self.base().prologue(f, out);
@@ -563,23 +588,34 @@ mod tests {
 
     /// The size-class table is part of the ABI: `stackrt::mech::heap` has the same test.
     #[test]
-    fn size_classes_are_multiples_of_16_growing_to_the_largest() {
-        assert_eq!(class_size(0), 16);
-        assert_eq!(class_size(31), 512);
+    fn size_classes_step_by_the_granule_then_grow_by_quarters() {
+        let x = Target::X86_64;
+        assert_eq!(class_size(x, 0), 16);
+        assert_eq!(class_size(x, 31), 512);
         assert_eq!(
-            [32, 33, 34, 35, 36].map(class_size),
+            [32, 33, 34, 35, 36].map(|k| class_size(x, k)),
             [640, 768, 896, 1024, 1280]
         );
-        assert_eq!(class_size(NUM_CLASSES - 1), MAX_CLASS_SIZE);
-        for k in 1..NUM_CLASSES {
-            assert!(class_size(k) > class_size(k - 1));
-            assert_eq!(class_size(k) % 16, 0);
+        assert_eq!(max_class_size(x), 16384);
+        let i = Target::I686;
+        assert_eq!(class_size(i, 0), 8);
+        assert_eq!(class_size(i, 31), 256);
+        assert_eq!(
+            [32, 33, 34, 35, 36].map(|k| class_size(i, k)),
+            [320, 384, 448, 512, 640]
+        );
+        assert_eq!(max_class_size(i), 8192);
+        for t in [x, i] {
+            for k in 1..NUM_CLASSES {
+                assert!(class_size(t, k) > class_size(t, k - 1));
+                assert_eq!(class_size(t, k) % granule(t), 0);
+            }
+            assert_eq!(class_for(t, max_class_size(t)), Some(NUM_CLASSES - 1));
+            assert_eq!(class_for(t, max_class_size(t) + 8), None);
         }
-        assert_eq!(class_for(16), Some(0));
-        assert_eq!(class_for(48), Some(2));
-        assert_eq!(class_for(520), Some(32));
-        assert_eq!(class_for(MAX_CLASS_SIZE), Some(NUM_CLASSES - 1));
-        assert_eq!(class_for(MAX_CLASS_SIZE + 16), None);
+        assert_eq!(class_for(x, 48), Some(2));
+        assert_eq!(class_for(i, 24), Some(2));
+        assert_eq!(class_for(x, 520), Some(32));
     }
 
     #[test]
@@ -626,7 +662,7 @@ mod tests {
 
     #[test]
     fn large_frames_and_heap_malloc_take_the_general_path() {
-        for (malloc, size) in [(false, MAX_CLASS_SIZE + 16), (true, 48)] {
+        for (malloc, size) in [(false, max_class_size(Target::I686) + 8), (true, 48)] {
             let mut sizes = HashMap::new();
             sizes.insert("cmm_f".to_string(), size);
             let h = Heap::new(malloc, sizes);

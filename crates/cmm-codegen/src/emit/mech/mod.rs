@@ -72,6 +72,12 @@ pub trait Mechanism {
     fn frame_bottom(&self, _target: Target) -> u32 {
         0
     }
+    /// Alignment of the stack pointer in a function's body, which the frame sizes keep: 16 (the
+    /// C ABI's, for calls to C made on the same stack). `heap` on i686 uses 8: its C calls run
+    /// on a separate C stack and its blocks are sized in 8-byte steps. Default: 16.
+    fn frame_align(&self, _target: Target) -> u32 {
+        16
+    }
     /// The register that holds the caller's stack pointer from [`Mechanism::call_prefix`] /
     /// [`Mechanism::extern_call_prefix`] to the transfer of control (`mmu`: the probe may move
     /// SP to a new chunk before the arguments are pushed); the printer then reads the spill
