@@ -139,6 +139,7 @@ pub fn accepted_mechanisms(cmm: &Path) -> Vec<String> {
         "callee-cleanup",
         "lookahead",
         "heap",
+        "heap-malloc",
         "mmu",
         "mmu-reuse",
     ];

@@ -120,6 +120,7 @@ fn realworld_spread(table: &Table, t: Target) -> Measured {
         "callee-cleanup",
         "lookahead",
         "heap",
+        "heap-malloc",
         "mmu",
         "mmu-reuse",
     ]
@@ -377,8 +378,18 @@ fn findings() -> Vec<Finding> {
             source: "thesis 4.1.1, paper 6.2",
             claim: "Heap (a malloc per call) is far slower than every other mechanism",
             thesis: "Summation 100M: heap 8161 ms vs traditional 1328 ms (6.1x)",
-            measure: |_, t, tg| ratio_at_largest(t, "summation_single", tg, "heap", "traditional"),
+            measure: |_, t, tg| {
+                ratio_at_largest(t, "summation_single", tg, "heap-malloc", "traditional")
+            },
             holds: |r| r > 2.0,
+            changed_because: "",
+        },
+        Finding {
+            source: "beyond the thesis (issue: heap frames done properly)",
+            claim: "Heap frames from per-thread free lists cost at most 2x Traditional",
+            thesis: "not measured: the thesis's heap called malloc per frame (6.1x)",
+            measure: |_, t, tg| ratio_at_largest(t, "summation_single", tg, "heap", "traditional"),
+            holds: |r| r <= 2.0,
             changed_because: "",
         },
         Finding {
