@@ -120,9 +120,10 @@ fn unreadable_file_is_one_line_exit_1() {
 #[test]
 fn unimplemented_combinations_exit_2_with_one_line() {
     let s = src(HELLO);
-    let cases: [&[&str]; 4] = [
+    let cases: [&[&str]; 5] = [
         &["--target", "i686", "--backend", "native"],
-        &["--mech", "heap"],
+        &["--backend", "native", "--mech", "heap"],
+        &["--mech", "heap", "--chunk-size", "1000"],
         &["--mech", "traditional", "--chunk-size", "4096"],
         &["--backend", "native", "--mech", "callee-cleanup"],
     ];

@@ -515,7 +515,6 @@ fn many_deep_threads_wait_for_memory_instead_of_exhausting_it() {
         "{}",
         text(&o.stdout)
     );
-    assert!(stat(&err, "waits for memory") > 0, "{err}");
     let in_use = err
         .lines()
         .find(|l| l.contains("peak chunks in use"))
@@ -524,4 +523,11 @@ fn many_deep_threads_wait_for_memory_instead_of_exhausting_it() {
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("no peak bytes in use in {err}"));
     assert!(in_use <= 48 << 20, "{in_use} bytes in use: {err}");
+    // The threads wait once the chunks in use pass the soft limit (16 MiB). How many are deep
+    // at once is up to the OS scheduler: on a loaded machine they may never get there, and then
+    // no thread had to wait.
+    assert!(
+        stat(&err, "waits for memory") > 0 || in_use <= 16 << 20,
+        "no thread waited although {in_use} bytes were in use: {err}"
+    );
 }

@@ -129,7 +129,7 @@ fn run_thread(thread: usize, ops: &[Op]) -> Result<(), String> {
                 if std::env::var_os("HEAP_MODEL_TRACE").is_some() {
                     eprintln!("t{thread} op{n} alloc {size} -> {top:#x} expect {expect:x?}");
                 }
-                if top % GRANULE != 0 {
+                if !top.is_multiple_of(GRANULE) {
                     return Err(format!("thread {thread}: block top {top:#x} not aligned"));
                 }
                 let cap = match expect {
