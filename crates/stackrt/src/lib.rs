@@ -3,6 +3,7 @@
 pub mod abi;
 pub mod arch;
 pub mod chunk;
+pub mod green;
 pub mod mech;
 pub mod signals;
 pub mod start;

@@ -1,0 +1,6 @@
+//! Green threads (M:N) on the runtime's stacks: the building blocks so far. [`context`] holds
+//! the context switch (the per-architecture assembly is in `crate::arch::*_switch`) and the
+//! stacks a context runs on; the scheduler, the thread library's green mapping and the
+//! deterministic mode build on it.
+
+pub mod context;
