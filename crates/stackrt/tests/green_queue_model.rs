@@ -1,0 +1,242 @@
+//! Model-based property test of the green scheduler's run queues (`stackrt::green::queue`):
+//! random create / yield / park / wake / exit / schedule sequences over a few workers, against
+//! a model that predicts every queue's exact contents, every steal (victim and the half that
+//! moves) and every thread's state. After every step: each live thread is in exactly one place
+//! (running on one worker, queued once, or parked), and no thread runs on two workers.
+//!
+//! A second test runs real OS threads as workers against the queues concurrently: every green
+//! thread yields a fixed number of times and must run exactly that many times, never on two
+//! workers at once.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use stackrt::green::queue::{RunQueues, Source};
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// A new thread, queued on this worker.
+    Create(usize),
+    /// The thread running on this worker goes to the back of the worker's queue.
+    Yield(usize),
+    /// The thread running on this worker blocks (a lock, a join).
+    Park(usize),
+    /// A parked thread (index into the parked list) becomes ready on this worker.
+    Wake(usize, usize),
+    /// The thread running on this worker ends.
+    Exit(usize),
+    /// This worker, if idle, takes its next thread.
+    Schedule(usize),
+}
+
+const WORKERS: usize = 3;
+
+fn op() -> impl Strategy<Value = Op> {
+    let w = 0..WORKERS;
+    prop_oneof![
+        2 => w.clone().prop_map(Op::Create),
+        3 => w.clone().prop_map(Op::Yield),
+        1 => w.clone().prop_map(Op::Park),
+        1 => (any::<usize>(), w.clone()).prop_map(|(i, w)| Op::Wake(i, w)),
+        1 => w.clone().prop_map(Op::Exit),
+        4 => w.prop_map(Op::Schedule),
+    ]
+}
+
+/// The model: the queues, what runs where, what is parked.
+struct Model {
+    queues: Vec<VecDeque<u32>>,
+    running: Vec<Option<u32>>,
+    parked: Vec<u32>,
+    next: u32,
+    done: HashSet<u32>,
+}
+
+impl Model {
+    /// What `RunQueues::pop` must return, applied to the model.
+    fn pop(&mut self, w: usize) -> Option<(u32, Source)> {
+        if let Some(t) = self.queues[w].pop_front() {
+            return Some((t, Source::Own));
+        }
+        for k in 1..WORKERS {
+            let v = (w + k) % WORKERS;
+            let take = self.queues[v].len().div_ceil(2);
+            let mut stolen: VecDeque<u32> = self.queues[v].drain(..take).collect();
+            if let Some(first) = stolen.pop_front() {
+                self.queues[w].append(&mut stolen);
+                return Some((first, Source::Stolen(v)));
+            }
+        }
+        None
+    }
+
+    /// Every live thread is in exactly one place.
+    fn check(&self, q: &RunQueues<u32>) -> Result<(), String> {
+        let mut seen = HashSet::new();
+        let queued = self.queues.iter().flatten();
+        let running = self.running.iter().flatten();
+        for t in queued.chain(running).chain(self.parked.iter()) {
+            if !seen.insert(*t) {
+                return Err(format!("thread {t} is in two places"));
+            }
+            if self.done.contains(t) {
+                return Err(format!("thread {t} ended but is still scheduled"));
+            }
+        }
+        if seen.len() + self.done.len() != self.next as usize {
+            return Err(format!(
+                "{} threads created, {} live and {} ended",
+                self.next,
+                seen.len(),
+                self.done.len()
+            ));
+        }
+        for w in 0..WORKERS {
+            if q.len_of(w) != self.queues[w].len() {
+                return Err(format!(
+                    "worker {w}: {} queued, the model has {:?}",
+                    q.len_of(w),
+                    self.queues[w]
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run(ops: &[Op]) -> Result<(), String> {
+    let q = RunQueues::new(WORKERS);
+    let mut m = Model {
+        queues: vec![VecDeque::new(); WORKERS],
+        running: vec![None; WORKERS],
+        parked: Vec::new(),
+        next: 0,
+        done: HashSet::new(),
+    };
+    for (n, op) in ops.iter().enumerate() {
+        match *op {
+            Op::Create(w) => {
+                q.push(w, m.next);
+                m.queues[w].push_back(m.next);
+                m.next += 1;
+            }
+            Op::Yield(w) => {
+                if let Some(t) = m.running[w].take() {
+                    q.push(w, t);
+                    m.queues[w].push_back(t);
+                }
+            }
+            Op::Park(w) => {
+                if let Some(t) = m.running[w].take() {
+                    m.parked.push(t);
+                }
+            }
+            Op::Wake(i, w) => {
+                if !m.parked.is_empty() {
+                    let t = m.parked.swap_remove(i % m.parked.len());
+                    q.push(w, t);
+                    m.queues[w].push_back(t);
+                }
+            }
+            Op::Exit(w) => {
+                if let Some(t) = m.running[w].take() {
+                    m.done.insert(t);
+                }
+            }
+            Op::Schedule(w) => {
+                if m.running[w].is_none() {
+                    let want = m.pop(w);
+                    let got = q.pop(w);
+                    if got != want {
+                        return Err(format!(
+                            "step {n}: worker {w} popped {got:?}, the model predicts {want:?}"
+                        ));
+                    }
+                    if let Some((t, _)) = got {
+                        if m.running.contains(&Some(t)) {
+                            return Err(format!("step {n}: thread {t} runs on two workers"));
+                        }
+                        m.running[w] = Some(t);
+                    }
+                }
+            }
+        }
+        m.check(&q).map_err(|e| format!("step {n} ({op:?}): {e}"))?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_queues_behave_as_their_model(ops in proptest::collection::vec(op(), 1..300)) {
+        let r = run(&ops);
+        prop_assert!(r.is_ok(), "{}", r.unwrap_err());
+    }
+}
+
+#[test]
+fn a_steal_takes_the_older_half_of_the_next_queue() {
+    let q = RunQueues::new(3);
+    for t in 0..5 {
+        q.push(2, t);
+    }
+    // Worker 0's queue is empty and worker 1's too: worker 2's older half (3 of 5) moves.
+    assert_eq!(q.pop(0), Some((0, Source::Stolen(2))));
+    assert_eq!(q.len_of(0), 2);
+    assert_eq!(q.len_of(2), 2);
+    assert_eq!(q.pop(0), Some((1, Source::Own)));
+    assert_eq!(q.pop(2), Some((3, Source::Own)));
+}
+
+/// Real workers: `WORKERS + 1` OS threads take green "threads" (numbers) from the queues and put
+/// each back `ROUNDS` times; a flag per thread catches a thread running on two workers at once.
+#[test]
+fn concurrent_workers_never_lose_or_double_run_a_thread() {
+    const THREADS: u32 = 2000;
+    const ROUNDS: u32 = 50;
+    let workers = WORKERS + 1;
+    let q = Arc::new(RunQueues::new(workers));
+    let runs: Arc<Vec<AtomicU32>> = Arc::new((0..THREADS).map(|_| AtomicU32::new(0)).collect());
+    let running: Arc<Vec<AtomicBool>> =
+        Arc::new((0..THREADS).map(|_| AtomicBool::new(false)).collect());
+    let finished = Arc::new(AtomicU32::new(0));
+    for t in 0..THREADS {
+        q.push(t as usize % workers, t);
+    }
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let (q, runs, running, finished) =
+                (q.clone(), runs.clone(), running.clone(), finished.clone());
+            std::thread::spawn(move || -> Result<(), String> {
+                while finished.load(Ordering::Acquire) < THREADS {
+                    let Some((t, _)) = q.pop(w) else {
+                        std::thread::yield_now();
+                        continue;
+                    };
+                    if running[t as usize].swap(true, Ordering::AcqRel) {
+                        return Err(format!("thread {t} runs on two workers at once"));
+                    }
+                    let n = runs[t as usize].fetch_add(1, Ordering::Relaxed) + 1;
+                    running[t as usize].store(false, Ordering::Release);
+                    if n < ROUNDS {
+                        q.push(w, t);
+                    } else {
+                        finished.fetch_add(1, Ordering::AcqRel);
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    for (t, r) in runs.iter().enumerate() {
+        assert_eq!(r.load(Ordering::Relaxed), ROUNDS, "thread {t}");
+    }
+    assert!(q.is_empty());
+}
