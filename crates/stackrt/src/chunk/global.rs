@@ -394,6 +394,7 @@ pub fn running_chunk() -> Option<(*mut ChunkHeader, usize, usize)> {
         // the runtime's next entry for this thread, which cannot be running (the fault came
         // from compiled code).
         while !h.is_null() && unsafe { (*h).thread_stack } == super::UNLINKED {
+            // SAFETY: as above: `h` is a linked header of this chain.
             h = unsafe { (*h).prev_header };
         }
         if h.is_null() {

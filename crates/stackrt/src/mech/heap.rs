@@ -93,9 +93,8 @@ pub struct HeapTls {
     general_peak: usize,
     general_bytes: usize,
     general_peak_bytes: usize,
-    /// Blocks and bytes of large blocks ever created (not counting reuse).
+    /// Large blocks ever created (not counting reuse).
     large_created: usize,
-    large_bytes: usize,
     /// Nonzero while the thread runs heap code.
     active: usize,
     /// The entry function's block (freed at exit under `heap-malloc`).
@@ -275,19 +274,20 @@ fn new_slab(t: &mut HeapTls, size: usize) {
     t.bump_end = unsafe { (*h).limit };
 }
 
-fn note_general(t: &mut HeapTls, size: usize, limit: usize) {
+/// Counts a block of `bytes` of the general path (large blocks, every `heap-malloc` block)
+/// going live: frames, live blocks and bytes, and their peaks.
+fn note_live(t: &mut HeapTls, bytes: usize) {
     t.frames += 1;
     t.general_live += 1;
-    t.general_bytes += size;
-    if t.general_bytes > limit {
-        fatal(format_args!(
-            "stack limit exceeded: {} bytes of heap frames in use, {size} more needed, limit \
-             {limit} bytes (set STACKRT_STACK_LIMIT to change it)",
-            t.general_bytes - size
-        ));
-    }
+    t.general_bytes += bytes;
     t.general_peak = t.general_peak.max(t.general_live);
     t.general_peak_bytes = t.general_peak_bytes.max(t.general_bytes);
+}
+
+/// The counterpart of [`note_live`].
+fn note_freed(t: &mut HeapTls, bytes: usize) {
+    t.general_live -= 1;
+    t.general_bytes -= bytes;
 }
 
 fn stack_limit() -> usize {
@@ -299,7 +299,15 @@ fn stack_limit() -> usize {
 /// under `heap-malloc`.
 fn alloc_block(t: &mut HeapTls, size: usize) -> usize {
     if MALLOC.load(Relaxed) {
-        note_general(t, size, stack_limit());
+        let limit = stack_limit();
+        if t.general_bytes + size > limit {
+            fatal(format_args!(
+                "stack limit exceeded: {} bytes of heap frames in use, {size} more needed, \
+                 limit {limit} bytes (set STACKRT_STACK_LIMIT to change it)",
+                t.general_bytes
+            ));
+        }
+        note_live(t, size);
         let mut p: *mut libc::c_void = core::ptr::null_mut();
         // SAFETY: posix_memalign writes a pointer to a fresh allocation or fails.
         let r = unsafe { libc::posix_memalign(&mut p, 16, size.max(16)) };
@@ -336,11 +344,7 @@ fn alloc_block(t: &mut HeapTls, size: usize) -> usize {
             let cap = *((top - 2 * P) as *const usize);
             if cap >= size {
                 *prev = next;
-                t.frames += 1;
-                t.general_live += 1;
-                t.general_bytes += cap;
-                t.general_peak = t.general_peak.max(t.general_live);
-                t.general_peak_bytes = t.general_peak_bytes.max(t.general_bytes);
+                note_live(t, cap);
                 return top;
             }
             prev = (top - P) as *mut usize;
@@ -350,12 +354,7 @@ fn alloc_block(t: &mut HeapTls, size: usize) -> usize {
     // SAFETY: a fresh chunk of this thread's chain.
     let cap = h as usize - unsafe { (*h).limit };
     t.large_created += 1;
-    t.large_bytes += cap;
-    t.frames += 1;
-    t.general_live += 1;
-    t.general_bytes += cap;
-    t.general_peak = t.general_peak.max(t.general_live);
-    t.general_peak_bytes = t.general_peak_bytes.max(t.general_bytes);
+    note_live(t, cap);
     // The block's top is the chunk's header: the free path finds the capacity from it.
     h as usize
 }
@@ -363,8 +362,7 @@ fn alloc_block(t: &mut HeapTls, size: usize) -> usize {
 /// Gives the block of `size` bytes at `top` back (the counterpart of [`alloc_block`]).
 fn free_block(t: &mut HeapTls, top: usize, size: usize) {
     if MALLOC.load(Relaxed) {
-        t.general_live -= 1;
-        t.general_bytes -= size;
+        note_freed(t, size);
         // SAFETY: `top - size` is the pointer posix_memalign returned for this block.
         unsafe { libc::free((top - size) as *mut libc::c_void) };
         return;
@@ -375,9 +373,8 @@ fn free_block(t: &mut HeapTls, top: usize, size: usize) {
         t.heads[k] = top - P;
         return;
     }
-    let cap = large_capacity(top, size);
-    t.general_live -= 1;
-    t.general_bytes -= cap;
+    let cap = large_capacity(top);
+    note_freed(t, cap);
     // SAFETY: the block is free; its two top words hold the link and the capacity.
     unsafe {
         *((top - P) as *mut usize) = t.large_free;
@@ -386,18 +383,12 @@ fn free_block(t: &mut HeapTls, top: usize, size: usize) {
     t.large_free = top;
 }
 
-/// The capacity of the large block at `top`: a chunk's whole usable range when `top` is a chunk
-/// header of the runtime's, else `size`.
-fn large_capacity(top: usize, size: usize) -> usize {
-    // A large block's top is the header of the chunk it was carved as; its limit is the bottom.
+/// The capacity of the large block at `top`: its chunk's whole stack range (a large block's
+/// top is the header of the chunk made for it).
+fn large_capacity(top: usize) -> usize {
     // SAFETY: large blocks are created only by `alloc_block` as whole chunks, whose header
     // stays mapped while the thread lives.
-    let limit = unsafe { (*(top as *const ChunkHeader)).limit };
-    if limit < top && top - limit >= size {
-        top - limit
-    } else {
-        size
-    }
+    top - unsafe { (*(top as *const ChunkHeader)).limit }
 }
 
 /// Allocates a block of `size` bytes for the calling thread, which must be running heap code
