@@ -170,6 +170,74 @@ pub fn print_all(
     Ok(out)
 }
 
+/// The largest `stacksizeof` a frame may have under the mechanisms whose call sequences hold it
+/// in a 32-bit displacement or immediate (`mmu`'s probe distance, `heap`'s block size).
+pub const MAX_SIZED_FRAME: u32 = i32::MAX as u32;
+
+/// The whole-program step of the mechanisms whose call sequences need every callee's
+/// `stacksizeof` (`mmu`, `heap`): prints the program under `make(empty map)` to learn the
+/// frames, then under `make(frames by symbol)`, and assembles the file, which also defines
+/// `__cmm_chunk_size` = `chunk_size` (`size_name` names it in the header comment). The second
+/// pass must print the same frames as the first (the sequences do not change the frames).
+pub(crate) fn emit_sized_program<M: Mechanism>(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    chunk_size: u32,
+    size_name: &str,
+    make: impl Fn(std::collections::HashMap<String, u32>) -> M,
+) -> Result<String, EmitError> {
+    let target = opts.target;
+    check_pointer_type(p, opts)?;
+    let whole = |message: String| EmitError {
+        function: None,
+        message,
+    };
+    crate::callgraph::validate_chunk_size(chunk_size as u64).map_err(whole)?;
+    let first = print_all(p, target, &make(std::collections::HashMap::new()))?;
+    let mut sizes = std::collections::HashMap::with_capacity(p.functions.len());
+    for (f, printed) in p.functions.iter().zip(&first) {
+        if printed.frame_size > MAX_SIZED_FRAME {
+            return Err(EmitError {
+                function: Some(f.name.clone()),
+                message: format!(
+                    "a frame of {} bytes is over {MAX_SIZED_FRAME} bytes, the most a 32-bit \
+                     displacement reaches",
+                    printed.frame_size
+                ),
+            });
+        }
+        sizes.insert(f.symbol.clone(), printed.frame_size);
+    }
+    let mech = make(sizes);
+    let second = print_all(p, target, &mech)?;
+    let mut out = String::new();
+    out.push_str("\t.intel_syntax noprefix\n");
+    let _ = writeln!(
+        out,
+        "# cmm emission stage: target {:?}, mechanism {}, {size_name} {chunk_size}",
+        target,
+        mech.name()
+    );
+    out.push_str("\t.text\n");
+    let mut frame_sizes = Vec::with_capacity(p.functions.len());
+    let mut rodata = String::new();
+    for (a, b) in first.iter().zip(&second) {
+        if a.frame_size != b.frame_size {
+            return Err(whole(format!(
+                "{}: the second pass printed different frames than the first",
+                mech.name()
+            )));
+        }
+        out.push_str(&b.text);
+        rodata.push_str(&b.rodata);
+        frame_sizes.push(b.frame_size);
+    }
+    emit_data(p, opts, &mech, &frame_sizes, &rodata, &mut out);
+    emit_chunk_size(chunk_size, &mut out);
+    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
+    Ok(out)
+}
+
 /// Checks that the program was lowered for the target's pointer width.
 pub(crate) fn check_pointer_type(p: &LoweredProgram, opts: &EmitOptions) -> Result<(), EmitError> {
     let want_ptr = match opts.target {

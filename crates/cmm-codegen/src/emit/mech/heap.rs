@@ -537,63 +537,18 @@ impl Mechanism for Heap {
     }
 }
 
-fn emit_error(message: String) -> EmitError {
-    EmitError {
-        function: None,
-        message,
-    }
-}
-
 /// Emits the whole program under `heap` / `heap-malloc` (see [`crate::emit::emit_program`]):
-/// a first pass for the blocks, a second printing the sequences. Also defines
-/// `__cmm_chunk_size` (the slab size).
+/// a first pass for the blocks, a second printing the sequences
+/// ([`crate::emit::emit_sized_program`]). Also defines `__cmm_chunk_size` (the slab size).
 pub fn emit_program(
     p: &LoweredProgram,
     opts: &EmitOptions,
     malloc: bool,
     slab_size: u32,
 ) -> Result<String, EmitError> {
-    let target = opts.target;
-    crate::emit::check_pointer_type(p, opts)?;
-    crate::callgraph::validate_chunk_size(slab_size as u64).map_err(emit_error)?;
-    let first = crate::emit::print_all(p, target, &Heap::new(malloc, HashMap::new()))?;
-    let mut sizes = HashMap::with_capacity(p.functions.len());
-    for (f, printed) in p.functions.iter().zip(&first) {
-        if printed.frame_size > i32::MAX as u32 {
-            return Err(EmitError {
-                function: Some(f.name.clone()),
-                message: format!("a frame of {} bytes is over 2 GiB", printed.frame_size),
-            });
-        }
-        sizes.insert(f.symbol.clone(), printed.frame_size);
-    }
-    let mech = Heap::new(malloc, sizes);
-    let second = crate::emit::print_all(p, target, &mech)?;
-    let mut out = String::new();
-    out.push_str("\t.intel_syntax noprefix\n");
-    let _ = writeln!(
-        out,
-        "# cmm emission stage: target {:?}, mechanism {}, slab size {slab_size}",
-        target,
-        mech.name()
-    );
-    out.push_str("\t.text\n");
-    let mut frame_sizes = Vec::with_capacity(p.functions.len());
-    let mut rodata = String::new();
-    for (a, b) in first.iter().zip(&second) {
-        if a.frame_size != b.frame_size {
-            return Err(emit_error(
-                "heap: the second pass printed different frames than the first".into(),
-            ));
-        }
-        out.push_str(&b.text);
-        rodata.push_str(&b.rodata);
-        frame_sizes.push(b.frame_size);
-    }
-    crate::emit::emit_data(p, opts, mech.base(), &frame_sizes, &rodata, &mut out);
-    crate::emit::emit_chunk_size(slab_size, &mut out);
-    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
-    Ok(out)
+    crate::emit::emit_sized_program(p, opts, slab_size, "slab size", |sizes| {
+        Heap::new(malloc, sizes)
+    })
 }
 
 #[cfg(test)]

@@ -156,9 +156,6 @@ pub const PROBE_WRITE_32: [[u8; 3]; 2] = [[0xC7, 0x44, 0x24], [0xC7, 0x84, 0x24]
 /// The same on x86-64 with REX.W: `mov qword ptr [rsp + disp], imm32` (sign-extended).
 pub const PROBE_WRITE_64: [[u8; 4]; 2] = [[0x48, 0xC7, 0x44, 0x24], [0x48, 0xC7, 0x84, 0x24]];
 
-/// Largest probe distance a 32-bit displacement holds.
-const MAX_DISTANCE: u32 = i32::MAX as u32;
-
 /// `mmu` or `mmu-reuse`: the sequences; the probe distances come from the first pass.
 pub struct Mmu {
     reuse: bool,
@@ -392,65 +389,18 @@ impl Mechanism for Mmu {
     }
 }
 
-fn emit_error(message: String) -> EmitError {
-    EmitError {
-        function: None,
-        message,
-    }
-}
-
 /// Emits the whole program under `mmu` / `mmu-reuse` (see [`crate::emit::emit_program`]): a
-/// first pass for the frames, a second printing the probes. Also defines `__cmm_chunk_size`.
+/// first pass for the frames, a second printing the probes
+/// ([`crate::emit::emit_sized_program`]). Also defines `__cmm_chunk_size`.
 pub fn emit_program(
     p: &LoweredProgram,
     opts: &EmitOptions,
     reuse: bool,
     chunk_size: u32,
 ) -> Result<String, EmitError> {
-    let target = opts.target;
-    crate::emit::check_pointer_type(p, opts)?;
-    callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
-    let first = crate::emit::print_all(p, target, &Mmu::new(reuse, HashMap::new()))?;
-    let mut sizes = HashMap::with_capacity(p.functions.len());
-    for (f, printed) in p.functions.iter().zip(&first) {
-        if printed.frame_size > MAX_DISTANCE {
-            return Err(EmitError {
-                function: Some(f.name.clone()),
-                message: format!(
-                    "a frame of {} bytes is over {MAX_DISTANCE} bytes, the most a probe reaches",
-                    printed.frame_size
-                ),
-            });
-        }
-        sizes.insert(f.symbol.clone(), printed.frame_size);
-    }
-    let mech = Mmu::new(reuse, sizes);
-    let second = crate::emit::print_all(p, target, &mech)?;
-    let mut out = String::new();
-    out.push_str("\t.intel_syntax noprefix\n");
-    let _ = writeln!(
-        out,
-        "# cmm emission stage: target {:?}, mechanism {}, chunk size {chunk_size}",
-        target,
-        mech.name()
-    );
-    out.push_str("\t.text\n");
-    let mut frame_sizes = Vec::with_capacity(p.functions.len());
-    let mut rodata = String::new();
-    for (a, b) in first.iter().zip(&second) {
-        if a.frame_size != b.frame_size {
-            return Err(emit_error(
-                "mmu: the second pass printed different frames than the first".into(),
-            ));
-        }
-        out.push_str(&b.text);
-        rodata.push_str(&b.rodata);
-        frame_sizes.push(b.frame_size);
-    }
-    crate::emit::emit_data(p, opts, mech.base(), &frame_sizes, &rodata, &mut out);
-    crate::emit::emit_chunk_size(chunk_size, &mut out);
-    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
-    Ok(out)
+    crate::emit::emit_sized_program(p, opts, chunk_size, "chunk size", |sizes| {
+        Mmu::new(reuse, sizes)
+    })
 }
 
 #[cfg(test)]
