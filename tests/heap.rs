@@ -1,13 +1,16 @@
 //! End-to-end tests of the heap mechanisms (`heap`, `heap-malloc`; thesis 3.4.2): deep
 //! recursion, frames larger than the largest size class and than a slab, mutual recursion with
-//! mixed frame sizes, the statistics, the per-thread limit, crash reports and a signal storm.
+//! mixed frame sizes, the statistics, the per-thread limit and a signal storm (their crash
+//! reports are checked with every other mechanism's in tests/mmu.rs).
 //! Expected outputs come from formulas; the corpus (tests/corpus.rs) runs every program,
 //! threaded thesis programs with 64 threads included, under both heap mechanisms.
 
-use std::os::unix::process::ExitStatusExt;
 mod common;
 
-use common::{compile, deep_sum_expected, root, stat, sum_formula, text};
+use common::{
+    assert_one_line, build_storm, compile, deep_sum_expected, root, run_within, stat,
+    storm_signals, sum_formula, text, CRASH_DEADLINE,
+};
 
 use std::process::Command;
 
@@ -125,49 +128,12 @@ fn runaway_recursion_stops_at_the_stack_limit() {
             );
             for case in ["runaway", "thread"] {
                 let what = format!("{case} under {mech} on {target}");
-                let o = Command::new(&exe)
-                    .arg(case)
-                    .env("STACKRT_STACK_LIMIT", "64M")
-                    .output()
-                    .unwrap();
+                let mut cmd = Command::new(&exe);
+                cmd.arg(case).env("STACKRT_STACK_LIMIT", "64M");
+                let o = run_within(cmd, CRASH_DEADLINE, &what);
                 assert_eq!(o.status.code(), Some(70), "{what}: {:?}", o.status);
-                let err = text(&o.stderr);
-                let lines: Vec<&str> = err.lines().collect();
-                assert_eq!(lines.len(), 1, "{what}: {err}");
-                assert!(
-                    lines[0].starts_with("stackrt: thread ")
-                        && lines[0].contains("stack limit exceeded"),
-                    "{what}: {err}"
-                );
+                assert_one_line(&o, "stack limit exceeded", &what);
             }
-        }
-    }
-}
-
-#[test]
-fn crashes_are_reported_in_one_line_and_die_with_sigsegv() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = root().join("tests/mmu/crash.cm");
-    for target in TARGETS {
-        for mech in HEAP_MECHS {
-            let exe = compile(
-                &src,
-                dir.path(),
-                &format!("crash-{mech}-{target}"),
-                &["--mech", mech, "--target", target],
-            );
-            for case in ["null", "cfault"] {
-                let what = format!("{case} under {mech} on {target}");
-                let o = Command::new(&exe).arg(case).output().unwrap();
-                assert_eq!(o.status.signal(), Some(11), "{what}: {:?}", o.status);
-                let err = text(&o.stderr);
-                assert_eq!(err.lines().count(), 1, "{what}: {err}");
-                assert!(err.contains("NULL pointer dereference"), "{what}: {err}");
-            }
-            let o = Command::new(&exe).args(["deep", "1000"]).output().unwrap();
-            assert_eq!(o.status.code(), Some(0));
-            assert_eq!(text(&o.stdout), "500500\n");
-            assert_eq!(text(&o.stderr), "");
         }
     }
 }
@@ -181,15 +147,7 @@ fn a_signal_storm_during_deep_recursion_changes_no_output() {
     let src = root().join("tests/lookahead/deep_sum.cm");
     let n = 2_000_000;
     for target in TARGETS {
-        let storm = dir.path().join(format!("storm-{target}.so"));
-        let m = if target == "i686" { "-m32" } else { "-m64" };
-        let o = Command::new("cc")
-            .args([m, "-shared", "-fPIC", "-O2", "-o"])
-            .arg(&storm)
-            .arg(root().join("tests/mmu/storm.c"))
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", text(&o.stderr));
+        let storm = build_storm(dir.path(), target);
         for mech in HEAP_MECHS {
             let exe = compile(
                 &src,
@@ -205,12 +163,7 @@ fn a_signal_storm_during_deep_recursion_changes_no_output() {
             let err = text(&o.stderr);
             assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
             assert_eq!(text(&o.stdout), deep_sum_expected(n), "{mech} {target}");
-            let signals: u64 = err
-                .lines()
-                .find_map(|l| l.strip_prefix("storm: "))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|w| w.parse().ok())
-                .unwrap_or_else(|| panic!("no storm count: {err}"));
+            let signals = storm_signals(&err);
             assert!(
                 signals >= 20,
                 "{mech} {target}: only {signals} signals: {err}"

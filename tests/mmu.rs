@@ -8,54 +8,17 @@
 use std::os::unix::process::ExitStatusExt;
 mod common;
 
-use common::{compile, deep_sum_expected, root, stat, text};
+use common::{
+    assert_one_line, build_storm, compile, deep_sum_expected, root, run_within, stat,
+    storm_signals, text, CRASH_DEADLINE,
+};
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const MMU_MECHS: [&str; 2] = ["mmu", "mmu-reuse"];
 const TARGETS: [&str; 2] = ["x86_64", "i686"];
 const SIGSEGV: i32 = 11;
-/// Every crash must end within this (a handler that loops on its fault never would; they
-/// take 2-70 ms here, the runaway recursions the most).
-const CRASH_DEADLINE: Duration = Duration::from_secs(1);
-
-/// Runs `cmd`, killing it after `deadline` (and failing the test, naming it).
-fn run_within(mut cmd: Command, deadline: Duration, what: &str) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > deadline {
-            let _ = child.kill();
-            let o = child.wait_with_output().unwrap();
-            panic!(
-                "{what} did not end within {deadline:?} (stderr: {})",
-                String::from_utf8_lossy(&o.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Asserts the one report line of a crash: exactly one line on stderr, from the runtime,
-/// containing `want`.
-fn assert_one_line(o: &Output, want: &str, what: &str) {
-    let err = text(&o.stderr);
-    let lines: Vec<&str> = err.lines().collect();
-    assert_eq!(lines.len(), 1, "{what}: want one line, got:\n{err}");
-    assert!(
-        lines[0].starts_with("stackrt: ") && lines[0].contains(want),
-        "{what}: want a line containing {want:?}, got:\n{err}"
-    );
-}
-
 #[test]
 fn ten_million_nested_calls_through_guard_page_faults() {
     let dir = tempfile::tempdir().unwrap();
@@ -107,6 +70,8 @@ fn crashes_are_reported_in_one_line_and_die_with_sigsegv() {
             "mmu",
             "mmu-reuse",
             "lookahead",
+            "heap",
+            "heap-malloc",
             "traditional",
             "callee-cleanup",
         ] {
@@ -206,15 +171,7 @@ fn a_signal_storm_during_deep_recursion_changes_no_output() {
     let src = root().join("tests/lookahead/deep_sum.cm");
     let n = 2_000_000;
     for target in TARGETS {
-        let storm = dir.path().join(format!("storm-{target}.so"));
-        let m = if target == "i686" { "-m32" } else { "-m64" };
-        let o = Command::new("cc")
-            .args([m, "-shared", "-fPIC", "-O2", "-o"])
-            .arg(&storm)
-            .arg(root().join("tests/mmu/storm.c"))
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", text(&o.stderr));
+        let storm = build_storm(dir.path(), target);
         for mech in MMU_MECHS {
             // Small chunks: a guard fault every few hundred levels, signals arriving in the
             // middle of probes, returns through the stub and fault handling alike.
@@ -232,12 +189,7 @@ fn a_signal_storm_during_deep_recursion_changes_no_output() {
             let err = text(&o.stderr);
             assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
             assert_eq!(text(&o.stdout), deep_sum_expected(n), "{mech} {target}");
-            let signals: u64 = err
-                .lines()
-                .find_map(|l| l.strip_prefix("storm: "))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|w| w.parse().ok())
-                .unwrap_or_else(|| panic!("no storm count: {err}"));
+            let signals = storm_signals(&err);
             assert!(
                 signals >= 50,
                 "{mech} {target}: only {signals} signals: {err}"
