@@ -118,9 +118,9 @@
 //! thread has an alternate signal stack (`stackrt::signals`), as Go requires of foreign
 //! handlers. The same holds for handlers a C library linked into the program installs.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use regalloc2::PReg;
 
@@ -222,20 +222,17 @@ impl TlsLayout {
 /// `heap` or `heap-malloc`: the sequences; the block sizes come from the first pass.
 pub struct Heap {
     malloc: bool,
-    /// `stacksizeof` of each C-- function by symbol (empty in the first pass).
-    sizes: HashMap<String, u32>,
-    labels: Cell<u32>,
+    /// `stacksizeof` of each C-- function by symbol (None: not known, as in the first pass;
+    /// every call then uses the smallest block).
+    sizes: Option<HashMap<String, u32>>,
+    /// Numbers the slow-path labels of the calls printed so far.
+    labels: AtomicU32,
 }
 
-/// The stateless face of `heap` for [`super::by_kind`] (name, ABI id, frame conventions).
-pub static HEAP_BASE: HeapBase = HeapBase { malloc: false };
-/// The stateless face of `heap-malloc`.
-pub static HEAP_MALLOC_BASE: HeapBase = HeapBase { malloc: true };
-
-/// See [`HEAP_BASE`]; its call sequences use the smallest block.
-pub struct HeapBase {
-    malloc: bool,
-}
+/// `heap` for [`super::by_kind`] (name, ABI id, frame conventions), without block sizes.
+pub static HEAP_BASE: Heap = Heap::new(false, None);
+/// `heap-malloc` for [`super::by_kind`].
+pub static HEAP_MALLOC_BASE: Heap = Heap::new(true, None);
 
 fn base_reg(t: Target) -> &'static str {
     match t {
@@ -267,7 +264,7 @@ fn tls32(t: Target, off: u32) -> String {
     }
 }
 
-impl Mechanism for HeapBase {
+impl Mechanism for Heap {
     fn name(&self) -> &'static str {
         if self.malloc {
             "heap-malloc"
@@ -309,11 +306,20 @@ impl Mechanism for HeapBase {
         out.push_str("\tret\n");
     }
     fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
-        general_alloc(c.target, 16, out);
+        match self.block(c) {
+            (_, Some(k)) => {
+                let n = self.labels.fetch_add(1, Ordering::Relaxed);
+                class_alloc(c.target, k, n, out);
+            }
+            (b, None) => general_alloc(c.target, b, out),
+        }
         c.target.slot()
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
-        general_free(c, 16, out);
+        match self.block(c) {
+            (_, Some(k)) => class_free(c, k, out),
+            (b, None) => general_free(c, b, out),
+        }
     }
     fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
         to_c_stack(c.target, out);
@@ -385,26 +391,22 @@ fn general_free(c: &CallSite, block: u32, out: &mut String) {
 }
 
 impl Heap {
-    fn new(malloc: bool, sizes: HashMap<String, u32>) -> Self {
+    const fn new(malloc: bool, sizes: Option<HashMap<String, u32>>) -> Self {
         Heap {
             malloc,
             sizes,
-            labels: Cell::new(0),
-        }
-    }
-
-    fn base(&self) -> &'static HeapBase {
-        if self.malloc {
-            &HEAP_MALLOC_BASE
-        } else {
-            &HEAP_BASE
+            labels: AtomicU32::new(0),
         }
     }
 
     /// The callee's block size and its size class (None: the general path).
     fn block(&self, c: &CallSite) -> (u32, Option<usize>) {
-        // First pass: no sizes yet; the text is thrown away.
-        let b = self.sizes.get(c.callee).copied().unwrap_or(16);
+        let b = self
+            .sizes
+            .as_ref()
+            .and_then(|s| s.get(c.callee))
+            .copied()
+            .unwrap_or(16);
         if self.malloc {
             (b, None)
         } else {
@@ -481,62 +483,6 @@ fn class_free(c: &CallSite, k: usize, out: &mut String) {
     let _ = writeln!(out, "\tmov {sp}, {}", scratch(t));
 }
 
-impl Mechanism for Heap {
-    fn name(&self) -> &'static str {
-        self.base().name()
-    }
-    fn abi_id(&self) -> u32 {
-        self.base().abi_id()
-    }
-    fn reserved_regs(&self, target: Target) -> Vec<PReg> {
-        self.base().reserved_regs(target)
-    }
-    fn entry_arg_offset(&self, target: Target) -> u32 {
-        self.base().entry_arg_offset(target)
-    }
-    fn call_overhead(&self, target: Target) -> u32 {
-        self.base().call_overhead(target)
-    }
-    fn call_base(&self, target: Target) -> Option<&'static str> {
-        self.base().call_base(target)
-    }
-    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
-        self.base().stack_need_word(f)
-    }
-    fn frame_align(&self, target: Target) -> u32 {
-        self.base().frame_align(target)
-    }
-    fn prologue(&self, f: &FrameInfo, out: &mut String) {
-        self.base().prologue(f, out);
-    }
-    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
-        self.base().epilogue(f, out);
-    }
-    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
-        match self.block(c) {
-            (_, Some(k)) => {
-                let n = self.labels.get();
-                self.labels.set(n + 1);
-                class_alloc(c.target, k, n, out);
-            }
-            (b, None) => general_alloc(c.target, b, out),
-        }
-        c.target.slot()
-    }
-    fn call_suffix(&self, c: &CallSite, out: &mut String) {
-        match self.block(c) {
-            (_, Some(k)) => class_free(c, k, out),
-            (b, None) => general_free(c, b, out),
-        }
-    }
-    fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
-        self.base().extern_call_prefix(c, out);
-    }
-    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
-        self.base().extern_call_return(c, out);
-    }
-}
-
 /// Emits the whole program under `heap` / `heap-malloc` (see [`crate::emit::emit_program`]):
 /// a first pass for the blocks, a second printing the sequences
 /// ([`crate::emit::emit_sized_program`]). Also defines `__cmm_chunk_size` (the slab size).
@@ -547,7 +493,7 @@ pub fn emit_program(
     slab_size: u32,
 ) -> Result<String, EmitError> {
     crate::emit::emit_sized_program(p, opts, slab_size, "slab size", |sizes| {
-        Heap::new(malloc, sizes)
+        Heap::new(malloc, Some(sizes))
     })
 }
 
@@ -611,7 +557,7 @@ mod tests {
         let c = site(Target::X86_64, 16);
         let mut sizes = HashMap::new();
         sizes.insert("cmm_f".to_string(), 48);
-        let h = Heap::new(false, sizes);
+        let h = Heap::new(false, Some(sizes));
         assert_eq!(h.call_prefix(&c, &mut s), 8);
         h.call_suffix(&c, &mut s);
         let main: String = s.split("\t.subsection 1\n").next().unwrap().to_string();
@@ -644,7 +590,7 @@ mod tests {
         for (malloc, size) in [(false, max_class_size(Target::I686) + 8), (true, 48)] {
             let mut sizes = HashMap::new();
             sizes.insert("cmm_f".to_string(), size);
-            let h = Heap::new(malloc, sizes);
+            let h = Heap::new(malloc, Some(sizes));
             let mut s = String::new();
             let c = site(Target::I686, 8);
             h.call_prefix(&c, &mut s);
