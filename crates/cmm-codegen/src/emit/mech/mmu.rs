@@ -100,9 +100,9 @@
 //! first chunk at least that much and writes its return address at `[header - need]`, like a
 //! caller's probe.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use regalloc2::PReg;
 
@@ -159,23 +159,19 @@ pub const PROBE_WRITE_64: [[u8; 4]; 2] = [[0x48, 0xC7, 0x44, 0x24], [0x48, 0xC7,
 /// `mmu` or `mmu-reuse`: the sequences; the probe distances come from the first pass.
 pub struct Mmu {
     reuse: bool,
-    /// `stacksizeof` of each C-- function by symbol (empty in the first pass).
-    sizes: HashMap<String, u32>,
-    labels: Cell<u32>,
+    /// `stacksizeof` of each C-- function by symbol (None: not known, as in the first pass;
+    /// every probe then uses the smallest distance).
+    sizes: Option<HashMap<String, u32>>,
+    /// Numbers the underflow labels of the C calls printed so far.
+    labels: AtomicU32,
 }
 
-/// The stateless face of `mmu` for [`super::by_kind`] (name, ABI id, frame conventions).
-pub static MMU_BASE: MmuBase = MmuBase { reuse: false };
-/// The stateless face of `mmu-reuse`.
-pub static MMU_REUSE_BASE: MmuBase = MmuBase { reuse: true };
+/// `mmu` for [`super::by_kind`] (name, ABI id, frame conventions), without probe distances.
+pub static MMU_BASE: Mmu = Mmu::new(false, None);
+/// `mmu-reuse` for [`super::by_kind`].
+pub static MMU_REUSE_BASE: Mmu = Mmu::new(true, None);
 
-/// See [`MMU_BASE`]; the sequences print probes with the smallest distance.
-pub struct MmuBase {
-    reuse: bool,
-}
-
-// `Mmu` holds a `Cell`; the statics only hold a bool.
-impl Mechanism for MmuBase {
+impl Mechanism for Mmu {
     fn name(&self) -> &'static str {
         name(self.reuse)
     }
@@ -207,11 +203,46 @@ impl Mechanism for MmuBase {
         epilogue(f, out);
     }
     fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
-        call_probe(c, c.target.slot(), out);
+        let n = self
+            .sizes
+            .as_ref()
+            .and_then(|s| s.get(c.callee))
+            .copied()
+            .unwrap_or(c.target.slot());
+        call_probe(c, n, out);
         0
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
         call_jump(c, out);
+    }
+    fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
+        let t = c.target;
+        let sp = t.sp();
+        let distance = Self::extern_distance(c);
+        let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
+        stride_probes(t, distance, out);
+        let _ = writeln!(
+            out,
+            "\ttest dword ptr [{sp} - {distance}], esp\t# probe: C function's stack"
+        );
+    }
+    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
+        let t = c.target;
+        let sp = t.sp();
+        let k = self.labels.fetch_add(1, Ordering::Relaxed);
+        let resume = ChunkHeaderLayout::for_pointer_size(t.slot()).resume;
+        let _ = writeln!(out, "\tcmp {sp}, {}\t# on a new chunk?", base_reg(t));
+        let _ = writeln!(out, "\tjne .Lmmu{k}_unf");
+        let _ = writeln!(out, ".Lmmu{k}_back:");
+        out.push_str("\t.subsection 1\n");
+        let _ = writeln!(out, ".Lmmu{k}_unf:");
+        let _ = writeln!(
+            out,
+            "\tmov {} ptr [{sp} + {resume}], offset .Lmmu{k}_back\t# resume after the underflow",
+            word(t)
+        );
+        let _ = writeln!(out, "\tjmp {}", self.underflow_stub());
+        out.push_str("\t.subsection 0\n");
     }
 }
 
@@ -286,19 +317,11 @@ fn call_jump(c: &CallSite, out: &mut String) {
 }
 
 impl Mmu {
-    fn new(reuse: bool, sizes: HashMap<String, u32>) -> Self {
+    const fn new(reuse: bool, sizes: Option<HashMap<String, u32>>) -> Self {
         Mmu {
             reuse,
             sizes,
-            labels: Cell::new(0),
-        }
-    }
-
-    fn base(&self) -> &'static MmuBase {
-        if self.reuse {
-            &MMU_REUSE_BASE
-        } else {
-            &MMU_BASE
+            labels: AtomicU32::new(0),
         }
     }
 
@@ -317,78 +340,6 @@ impl Mmu {
     }
 }
 
-impl Mechanism for Mmu {
-    fn name(&self) -> &'static str {
-        self.base().name()
-    }
-    fn abi_id(&self) -> u32 {
-        self.base().abi_id()
-    }
-    fn reserved_regs(&self, target: Target) -> Vec<PReg> {
-        self.base().reserved_regs(target)
-    }
-    fn entry_arg_offset(&self, target: Target) -> u32 {
-        self.base().entry_arg_offset(target)
-    }
-    fn call_overhead(&self, target: Target) -> u32 {
-        self.base().call_overhead(target)
-    }
-    fn frame_bottom(&self, target: Target) -> u32 {
-        self.base().frame_bottom(target)
-    }
-    fn call_base(&self, target: Target) -> Option<&'static str> {
-        self.base().call_base(target)
-    }
-    fn stack_need_word(&self, f: &FrameInfo) -> Option<u32> {
-        self.base().stack_need_word(f)
-    }
-    fn prologue(&self, f: &FrameInfo, out: &mut String) {
-        self.base().prologue(f, out);
-    }
-    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
-        self.base().epilogue(f, out);
-    }
-    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
-        // First pass: no sizes yet; the text is thrown away.
-        let n = self.sizes.get(c.callee).copied().unwrap_or(c.target.slot());
-        call_probe(c, n, out);
-        0
-    }
-    fn call_suffix(&self, c: &CallSite, out: &mut String) {
-        call_jump(c, out);
-    }
-    fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
-        let t = c.target;
-        let sp = t.sp();
-        let distance = Self::extern_distance(c);
-        let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
-        stride_probes(t, distance, out);
-        let _ = writeln!(
-            out,
-            "\ttest dword ptr [{sp} - {distance}], esp\t# probe: C function's stack"
-        );
-    }
-    fn extern_call_return(&self, c: &CallSite, out: &mut String) {
-        let t = c.target;
-        let sp = t.sp();
-        let k = self.labels.get();
-        self.labels.set(k + 1);
-        let resume = ChunkHeaderLayout::for_pointer_size(t.slot()).resume;
-        let _ = writeln!(out, "\tcmp {sp}, {}\t# on a new chunk?", base_reg(t));
-        let _ = writeln!(out, "\tjne .Lmmu{k}_unf");
-        let _ = writeln!(out, ".Lmmu{k}_back:");
-        out.push_str("\t.subsection 1\n");
-        let _ = writeln!(out, ".Lmmu{k}_unf:");
-        let _ = writeln!(
-            out,
-            "\tmov {} ptr [{sp} + {resume}], offset .Lmmu{k}_back\t# resume after the underflow",
-            word(t)
-        );
-        let _ = writeln!(out, "\tjmp {}", self.underflow_stub());
-        out.push_str("\t.subsection 0\n");
-    }
-}
-
 /// Emits the whole program under `mmu` / `mmu-reuse` (see [`crate::emit::emit_program`]): a
 /// first pass for the frames, a second printing the probes
 /// ([`crate::emit::emit_sized_program`]). Also defines `__cmm_chunk_size`.
@@ -399,7 +350,7 @@ pub fn emit_program(
     chunk_size: u32,
 ) -> Result<String, EmitError> {
     crate::emit::emit_sized_program(p, opts, chunk_size, "chunk size", |sizes| {
-        Mmu::new(reuse, sizes)
+        Mmu::new(reuse, Some(sizes))
     })
 }
 
@@ -498,7 +449,7 @@ mod tests {
                 assert_eq!(b.len(), at + op.len() + disp_len + 4, "{t:?} {distance}");
             }
             let mut s = String::new();
-            Mmu::new(false, HashMap::new()).extern_call_prefix(&site(t, 16), &mut s);
+            Mmu::new(false, None).extern_call_prefix(&site(t, 16), &mut s);
             let b = assemble(&s, t);
             let mov = if t == Target::I686 { 2 } else { 3 };
             assert_eq!((b.len() - mov) % 7, 0);
