@@ -96,6 +96,20 @@ pub struct CodegenOpts {
     /// heap and heap-malloc the slab that frames are carved from).
     #[arg(long, value_name = "BYTES")]
     pub chunk_size: Option<u32>,
+    /// How `sthread_*` threads run: one OS thread each, or green threads (M:N) on worker OS
+    /// threads (`STACKRT_WORKERS`, default one per CPU).
+    #[arg(long, value_enum, default_value = "os")]
+    pub threads: Threads,
+}
+
+/// How the thread library runs threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Threads {
+    /// One OS thread (pthread) per thread.
+    Os,
+    /// Green threads on worker OS threads, with work stealing (traditional, callee-cleanup,
+    /// lookahead and the native back end).
+    Green,
 }
 
 #[derive(Debug, Args)]

@@ -7,7 +7,9 @@ use std::process::{Command, ExitCode};
 
 use cmm_codegen::lower::LoweredProgram;
 
-use crate::cli::{Backend, CheckArgs, CodegenOpts, CompileArgs, Emit, Mech, RunArgs, Target};
+use crate::cli::{
+    Backend, CheckArgs, CodegenOpts, CompileArgs, Emit, Mech, RunArgs, Target, Threads,
+};
 use crate::link;
 
 /// An error the driver reports as one `cmm: error: ...` message (several lines at most) and the
@@ -100,6 +102,18 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
     if let (Some(size), true) = (opts.chunk_size, opts.mech.is_chunked()) {
         cmm_codegen::callgraph::validate_chunk_size(size as u64)
             .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
+    }
+    if opts.threads == Threads::Green
+        && !matches!(
+            opts.mech,
+            Mech::Traditional | Mech::CalleeCleanup | Mech::Lookahead
+        )
+    {
+        return Err(DriverError::unsupported(format!(
+            "--threads green supports --mech traditional, callee-cleanup and lookahead; \
+             --mech {} runs with --threads os only for now",
+            opts.mech.name()
+        )));
     }
     match opts.backend {
         Backend::Emit if emit_mech(opts.mech, opts.chunk_size, opts.target).is_none() => {
@@ -247,7 +261,11 @@ fn assemble(target: Target, asm: &str) -> Result<Vec<u8>, DriverError> {
 
 fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError> {
     let program = front_end(path, opts.target)?;
-    Ok(cmm_codegen::lower_program(&program))
+    let mut lowered = cmm_codegen::lower_program(&program);
+    if opts.threads == Threads::Green {
+        cmm_codegen::lower::mark_green_threads(&mut lowered);
+    }
+    Ok(lowered)
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {

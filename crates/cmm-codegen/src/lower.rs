@@ -1046,3 +1046,25 @@ impl FnLower<'_, '_> {
         }
     }
 }
+
+/// Name of the `u32` data symbol that selects the thread library's implementation in the
+/// runtime (mirrors `stackrt::green::THREADS_SYMBOL`): absent or 0, OS threads; 1, green
+/// threads (`cmm compile --threads green`).
+pub const THREADS_SYMBOL: &str = "__cmm_threads";
+
+/// `THREADS_SYMBOL`'s value for green threads (mirrors `stackrt::green::THREADS_GREEN`).
+pub const THREADS_GREEN: u32 = 1;
+
+/// Marks a lowered program as running its `sthread_*` threads as green threads: appends the
+/// exported read-only data object `__cmm_threads` = [`THREADS_GREEN`], which every back end
+/// emits like the program's own data (after them, so no IR data index changes).
+pub fn mark_green_threads(p: &mut LoweredProgram) {
+    p.data.push(DataObject {
+        symbol: THREADS_SYMBOL.to_string(),
+        exported: true,
+        writable: false,
+        size: 4,
+        align: 4,
+        kind: DataKind::Bytes(THREADS_GREEN.to_le_bytes().to_vec()),
+    });
+}

@@ -62,6 +62,37 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     }
     crate::signals::install(abi);
     crate::signals::thread_setup(crate::mech::is_fixed_stack_abi(abi), true);
+    let green = crate::green::program_threads();
+    if green == crate::green::THREADS_GREEN {
+        if !crate::green::supports_abi(abi) {
+            crate::threads::fail(
+                &format!(
+                    "cmm runtime: green threads do not support this program's mechanism yet \
+                     (__cmm_abi {abi}); compile it with --threads os"
+                ),
+                UNKNOWN_ABI_EXIT_STATUS,
+            );
+        }
+        crate::green::sched::start(abi);
+    } else if green != 0 {
+        crate::threads::fail(
+            &format!("cmm runtime: the program's __cmm_threads is {green}, which this runtime does not know"),
+            UNKNOWN_ABI_EXIT_STATUS,
+        );
+    }
+    let r = run_main(abi, argc, argv);
+    if green != 0 {
+        // `main` is a green thread and may have moved to another worker's OS thread: end the
+        // process here rather than return into the C library's start code.
+        // SAFETY: exit runs the atexit handlers (stdio flush) and ends the process.
+        unsafe { libc::exit(r) }
+    }
+    r
+}
+
+/// Calls `cmm_main(argc, argv)` under convention `abi` and returns its result.
+#[cfg(not(test))]
+fn run_main(abi: u32, argc: c_int, argv: *mut *mut core::ffi::c_char) -> c_int {
     if crate::mech::is_emitted_abi(abi) {
         // SAFETY: the object was compiled by the emission stage with convention `abi`, and
         // `cmm_main` takes (int argc, char **argv) (the lowering's contract).

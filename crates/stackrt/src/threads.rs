@@ -9,6 +9,8 @@
 //! output printed so far is flushed.
 
 use core::ffi::{c_int, c_void};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::Mutex;
 
 use crate::abi::THREAD_FAILURE_EXIT_STATUS;
@@ -42,37 +44,46 @@ impl JoinError {
     }
 }
 
-/// Handles for threads: each handle is an index + 1 into a vector of slots.
+/// Handles for threads: each handle is an index + 1 into a vector of slots. The free slots
+/// are kept in a min-heap, so finding the lowest free handle costs O(log n) with a million
+/// threads as with ten.
 #[derive(Debug)]
 pub struct HandleTable<T> {
     slots: Vec<Slot<T>>,
+    /// Indices of the `Free` slots.
+    free: BinaryHeap<Reverse<usize>>,
+    live: usize,
 }
 
 impl<T: Copy> HandleTable<T> {
     pub const fn new() -> Self {
-        HandleTable { slots: Vec::new() }
+        HandleTable {
+            slots: Vec::new(),
+            free: BinaryHeap::new(),
+            live: 0,
+        }
     }
 
     /// The handle the next [`HandleTable::insert`] will return: the lowest free one.
     pub fn next_handle(&self) -> c_int {
-        let idx = self
-            .slots
-            .iter()
-            .position(|s| matches!(s, Slot::Free))
-            .unwrap_or(self.slots.len());
+        let idx = self.free.peek().map_or(self.slots.len(), |r| r.0);
         idx as c_int + 1
     }
 
     /// Stores a running thread under the lowest free handle and returns the handle.
     pub fn insert(&mut self, value: T) -> c_int {
-        let handle = self.next_handle();
-        let idx = (handle - 1) as usize;
-        if idx == self.slots.len() {
-            self.slots.push(Slot::Running(value));
-        } else {
-            self.slots[idx] = Slot::Running(value);
-        }
-        handle
+        let idx = match self.free.pop() {
+            Some(Reverse(idx)) => {
+                self.slots[idx] = Slot::Running(value);
+                idx
+            }
+            None => {
+                self.slots.push(Slot::Running(value));
+                self.slots.len() - 1
+            }
+        };
+        self.live += 1;
+        idx as c_int + 1
     }
 
     /// Starts joining `handle`: returns its thread and marks the handle as being joined.
@@ -97,19 +108,18 @@ impl<T: Copy> HandleTable<T> {
     pub fn end_join(&mut self, handle: c_int, value: T, joined: bool) {
         let idx = (handle - 1) as usize;
         debug_assert!(matches!(self.slots[idx], Slot::Joining));
-        self.slots[idx] = if joined {
-            Slot::Free
+        if joined {
+            self.slots[idx] = Slot::Free;
+            self.free.push(Reverse(idx));
+            self.live -= 1;
         } else {
-            Slot::Running(value)
-        };
+            self.slots[idx] = Slot::Running(value);
+        }
     }
 
     /// Number of handles in use (running or being joined).
     pub fn live(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| !matches!(s, Slot::Free))
-            .count()
+        self.live
     }
 }
 
@@ -127,6 +137,16 @@ fn table() -> std::sync::MutexGuard<'static, HandleTable<libc::pthread_t>> {
     // in a program; tests recover the guard.
     THREADS.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// Under `--threads green`: the records of the green threads (`crate::green::sched::Green`).
+/// The lock is never held across a context switch.
+static GREEN_THREADS: Mutex<HandleTable<usize>> = Mutex::new(HandleTable::new());
+
+fn green_table() -> std::sync::MutexGuard<'static, HandleTable<usize>> {
+    GREEN_THREADS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+use crate::green::sched as green;
 
 /// Writes `msg` and a newline to stderr and exits with `status` through the C library's
 /// `exit` (flushing stdout).
@@ -207,6 +227,14 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
             THREAD_FAILURE_EXIT_STATUS,
         );
     }
+    if green::enabled() {
+        let mut threads = green_table();
+        let handle = threads.next_handle();
+        let g = green::create(handle, fp as u32 as usize, arg as usize, fpStackSize);
+        let inserted = threads.insert(g as usize);
+        debug_assert_eq!(inserted, handle);
+        return handle;
+    }
     // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
     let (routine, routine_arg) = unsafe { crate::start::thread_start(fp, arg) };
 
@@ -270,6 +298,25 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
 /// `retval` must be NULL or valid for writing a pointer.
 #[no_mangle]
 pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -> c_int {
+    if green::enabled() {
+        let g = match green_table().begin_join(handle) {
+            Ok(g) => g,
+            Err(e) => return e.errno(),
+        };
+        if g == green::current() as *const green::Green as usize {
+            green_table().end_join(handle, g, false);
+            return libc::EDEADLK;
+        }
+        // SAFETY: `g` is a green thread record from `create`, joined only here (the table
+        // marks it as being joined), and not the calling thread.
+        let r = unsafe { green::join(g as *const green::Green) };
+        green_table().end_join(handle, g, true);
+        if !retval.is_null() {
+            // SAFETY: `retval` is writable per the contract.
+            unsafe { *retval = r as *mut c_void };
+        }
+        return 0;
+    }
     let tid = match table().begin_join(handle) {
         Ok(tid) => tid,
         Err(e) => return e.errno(),
@@ -287,13 +334,32 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
 /// The calling thread's frames must need no cleanup (C-- frames never do): they are abandoned.
 #[no_mangle]
 pub unsafe extern "C" fn sthread_exit(val: *mut c_void) -> ! {
+    if green::enabled() {
+        green::exit_current(val as usize)
+    }
     // SAFETY: ends the calling thread; pthreads unwinds it (C-- frames have no cleanups).
     unsafe { libc::pthread_exit(val) }
 }
 
-/// Creates a mutex (a `pthread_mutex_t` on the heap; it never moves).
+/// Lets other threads run: `sched_yield` under OS threads; under green threads the calling
+/// thread goes to the back of its worker's run queue.
+#[no_mangle]
+pub extern "C" fn sthread_yield() {
+    if green::enabled() {
+        green::yield_now();
+    } else {
+        // SAFETY: sched_yield has no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+/// Creates a mutex (a `pthread_mutex_t` on the heap, or a green mutex under green threads; it
+/// never moves).
 #[no_mangle]
 pub extern "C" fn sthread_mutex_create() -> *mut c_void {
+    if green::enabled() {
+        return Box::into_raw(Box::new(crate::green::sync::GreenMutex::new())).cast();
+    }
     let m = Box::into_raw(Box::new(libc::PTHREAD_MUTEX_INITIALIZER));
     // SAFETY: `m` points to a fresh, statically initialized mutex; init with default
     // attributes is then also valid.
@@ -317,6 +383,19 @@ fn check_mutex(m: *mut c_void, op: &str) -> *mut libc::pthread_mutex_t {
 /// `m` must come from `sthread_mutex_create`, be unlocked, and not be used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
+    if green::enabled() {
+        let m = check_mutex(m, "sthread_mutex_destroy").cast::<crate::green::sync::GreenMutex>();
+        // SAFETY: per the contract `m` comes from sthread_mutex_create (a boxed GreenMutex).
+        if unsafe { (*m).is_busy() } {
+            fail(
+                "sthread_mutex_destroy: the mutex is locked",
+                THREAD_FAILURE_EXIT_STATUS,
+            );
+        }
+        // SAFETY: as above, unlocked, and not used again.
+        drop(unsafe { Box::from_raw(m) });
+        return;
+    }
     let m = check_mutex(m, "sthread_mutex_destroy");
     // SAFETY: per the contract `m` is an unlocked mutex from `Box::into_raw` in
     // sthread_mutex_create, not used again.
@@ -332,6 +411,12 @@ pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
 /// `m` must come from `sthread_mutex_create` and not be destroyed.
 #[no_mangle]
 pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
+    if green::enabled() {
+        let m = check_mutex(m, "sthread_mutex_lock").cast::<crate::green::sync::GreenMutex>();
+        // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
+        unsafe { (*m).lock() };
+        return;
+    }
     let m = check_mutex(m, "sthread_mutex_lock");
     // SAFETY: `m` is a live initialized mutex per the contract.
     unsafe { libc::pthread_mutex_lock(m) };
@@ -343,6 +428,12 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
 /// `m` must come from `sthread_mutex_create`, not be destroyed, and be locked by this thread.
 #[no_mangle]
 pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
+    if green::enabled() {
+        let m = check_mutex(m, "sthread_mutex_unlock").cast::<crate::green::sync::GreenMutex>();
+        // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
+        unsafe { (*m).unlock() };
+        return;
+    }
     let m = check_mutex(m, "sthread_mutex_unlock");
     // SAFETY: `m` is a live initialized mutex per the contract.
     unsafe { libc::pthread_mutex_unlock(m) };

@@ -73,7 +73,9 @@ use core::ptr::{self, NonNull};
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 
 use super::arena::{release_pages, Arenas, MapError, DEFAULT_ARENA_SIZE};
-use super::header::{chunk_capacity, page_size, ChunkGeometry, ChunkHeader, HEADER_SIZE, UNLINKED};
+use super::header::{
+    chunk_capacity, page_size, ChunkGeometry, ChunkHeader, CHECK_SLACK, HEADER_SIZE, UNLINKED,
+};
 use super::pool::{BatchStack, FreeList, SpinLock};
 use crate::stats::Stats;
 
@@ -826,7 +828,65 @@ pub struct ThreadChain {
     released: Cell<usize>,
     /// Whether the thread holds a growth token (see [`Runtime`]'s memory pressure).
     grower: Cell<bool>,
+    /// Whether the chain's first chunk is memory the runtime does not own (a green thread's
+    /// stack block, [`ThreadChain::offer_first_chunk`]): it never goes to a cache.
+    foreign_first: Cell<bool>,
+    /// Low end of the memory offered for the next [`ThreadChain::enter`]'s first chunk; 0: none.
+    offer: Cell<usize>,
+    /// Whether this OS thread is a green-thread worker: chains come and go on it, so an exit
+    /// keeps the caches (trimmed to their capacity) for the next green thread.
+    worker: Cell<bool>,
 }
+
+/// The part of a [`ThreadChain`] that belongs to one thread of execution rather than to the OS
+/// thread running it: a green thread's chain while it is switched out
+/// ([`ThreadChain::swap_state`]). The caches stay with the OS thread (the worker), like Go's
+/// per-P stack caches.
+#[derive(Debug)]
+pub struct ChainState {
+    id: u32,
+    active: bool,
+    top: *mut ChunkHeader,
+    depth: usize,
+    chain_bytes: usize,
+    used_below: usize,
+    grower: bool,
+    foreign_first: bool,
+}
+
+impl ChainState {
+    /// The state of a thread that has not entered chunked code yet.
+    pub const fn new() -> Self {
+        ChainState {
+            id: u32::MAX,
+            active: false,
+            top: ptr::null_mut(),
+            depth: 0,
+            chain_bytes: 0,
+            used_below: 0,
+            grower: false,
+            foreign_first: false,
+        }
+    }
+
+    /// Whether the thread is in chunked code (has a chain).
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+}
+
+impl Default for ChainState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Bytes between the thread stack `T` and a foreign first chunk's header
+/// ([`ThreadChain::offer_first_chunk`]): the handlers' and the runtime's frames grow down from
+/// `T` into this room while the thread runs on chunks. 8 KiB holds the fatal-error path (its
+/// 2 KiB report buffer and formatting) with a wide margin; pages of it that are never reached
+/// are never touched.
+pub const FOREIGN_HANDLER_ROOM: usize = 8 * 1024;
 
 impl ThreadChain {
     /// An inactive chain; usable as a `const` thread-local initialiser.
@@ -844,7 +904,51 @@ impl ThreadChain {
             refilled: Cell::new(false),
             released: Cell::new(0),
             grower: Cell::new(false),
+            foreign_first: Cell::new(false),
+            offer: Cell::new(0),
+            worker: Cell::new(false),
         }
+    }
+
+    /// Marks the OS thread as a green-thread worker (see the `worker` field).
+    pub fn set_worker(&self) {
+        self.worker.set(true);
+    }
+
+    /// Exchanges the per-thread part of the chain with `state` (a green thread switching in or
+    /// out of this OS thread); the caches stay. Not while a handler of this chain runs.
+    pub fn swap_state(&self, state: &mut ChainState) {
+        let mine = ChainState {
+            id: self.id.get(),
+            active: self.active.get(),
+            top: self.top.get(),
+            depth: self.depth.get(),
+            chain_bytes: self.chain_bytes.get(),
+            used_below: self.used_below.get(),
+            grower: self.grower.get(),
+            foreign_first: self.foreign_first.get(),
+        };
+        let theirs = core::mem::replace(state, mine);
+        self.id.set(theirs.id);
+        self.active.set(theirs.active);
+        self.top.set(theirs.top);
+        self.depth.set(theirs.depth);
+        self.chain_bytes.set(theirs.chain_bytes);
+        self.used_below.set(theirs.used_below);
+        self.grower.set(theirs.grower);
+        self.foreign_first.set(theirs.foreign_first);
+        if self.tid.get() == 0 {
+            self.tid.set(super::msg::gettid());
+        }
+    }
+
+    /// Offers the memory from `low` up to the next [`ThreadChain::enter`]'s thread stack as its
+    /// first chunk: a green thread's stack block, whose top holds the entry frames. The chunk's
+    /// header goes [`FOREIGN_HANDLER_ROOM`] below the thread stack `T`, its limit is `low`;
+    /// if the entry's need does not fit, the offer is ignored and a chunk of the runtime's is
+    /// taken. The memory stays the caller's: the chain never caches or releases it.
+    pub fn offer_first_chunk(&self, low: usize) {
+        self.offer.set(low);
     }
 
     fn with_cache<R>(&self, k: usize, f: impl FnOnce(&mut FreeList) -> R) -> R {
@@ -1036,12 +1140,33 @@ impl ThreadChain {
             self.tid.set(super::msg::gettid());
             self.cap.set(rt.config.cache_min);
         }
-        let k = self.class_for(rt, need)?;
-        let size = rt.config.class_size(k);
         self.chain_bytes.set(0);
-        self.check_limit(rt, size)?;
-        let h = self.acquire(rt, k)?;
-        // SAFETY: h is a free mapped chunk now owned by this chain.
+        let offer = self.offer.replace(0);
+        let foreign = thread_stack
+            .checked_sub(FOREIGN_HANDLER_ROOM + HEADER_SIZE)
+            .map(|h| h & !15)
+            .filter(|&h| offer != 0 && h > offer && h - offer >= need + CHECK_SLACK);
+        let (h, size) = if let Some(h) = foreign {
+            let size = h + HEADER_SIZE - offer;
+            self.check_limit(rt, size)?;
+            let h = h as *mut ChunkHeader;
+            // SAFETY: the offered memory is the caller's, writable and unused (the offer's
+            // contract); the header is written inside it.
+            unsafe {
+                (*h).limit = offer;
+                (*h).map_base = offer;
+                (*h).map_len = size;
+            }
+            // SAFETY: h was just checked non-null (it lies above `offer` > 0).
+            (unsafe { NonNull::new_unchecked(h) }, size)
+        } else {
+            let k = self.class_for(rt, need)?;
+            let size = rt.config.class_size(k);
+            self.check_limit(rt, size)?;
+            (self.acquire(rt, k)?, size)
+        };
+        self.foreign_first.set(foreign.is_some());
+        // SAFETY: h is a free mapped chunk (or offered memory) now owned by this chain.
         unsafe { init_header(h.as_ptr(), thread_stack, 0, ptr::null_mut()) };
         self.active.set(true);
         self.top.set(h.as_ptr());
@@ -1309,14 +1434,23 @@ impl ThreadChain {
             // SAFETY: chain headers are mapped while linked; after reading the link the chunk
             // is unlinked and goes to the cache of its class.
             let prev = unsafe { (*h).prev_header };
+            if prev.is_null() && self.foreign_first.get() {
+                break;
+            }
             let k = rt.class_of(h);
             // SAFETY: h is no longer part of the chain and nothing runs on it.
             self.with_cache(k, |c| unsafe { c.push(h) });
             h = prev;
         }
-        for k in 0..NUM_CLASSES {
-            let all = self.caches[k].take();
-            rt.give(k, all);
+        if self.worker.get() {
+            for k in 0..NUM_CLASSES {
+                self.trim_cache(rt, k);
+            }
+        } else {
+            for k in 0..NUM_CLASSES {
+                let all = self.caches[k].take();
+                rt.give(k, all);
+            }
         }
         rt.release_growth_token(self);
         self.top.set(ptr::null_mut());
@@ -1324,9 +1458,12 @@ impl ThreadChain {
         self.chain_bytes.set(0);
         self.used_below.set(0);
         self.active.set(false);
-        self.cap.set(rt.config.cache_min);
-        self.refilled.set(false);
-        self.released.set(0);
+        self.foreign_first.set(false);
+        if !self.worker.get() {
+            self.cap.set(rt.config.cache_min);
+            self.refilled.set(false);
+            self.released.set(0);
+        }
         if rt.config.count_stats {
             rt.stats.chunks_unlinked(n as u64, bytes as u64);
             rt.stats.thread_exits.fetch_add(1, Relaxed);

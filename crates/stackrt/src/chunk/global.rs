@@ -443,3 +443,34 @@ fn runtime_or_fatal() -> &'static Runtime {
         None => CHAIN.with(|c| fatal(c, ChunkError::NotEntered)),
     }
 }
+
+/// Exchanges the calling OS thread's chain with a green thread's (`crate::green`): the worker
+/// swaps a green thread's chain in before switching to it and out after it switched back.
+pub fn swap_chain(state: &mut super::chain::ChainState) {
+    CHAIN.with(|c| c.swap_state(state))
+}
+
+/// Offers `[low, T - FOREIGN_HANDLER_ROOM)` as the first chunk of the calling OS thread's next
+/// `stackrt_chunk_thread_enter*` (see `ThreadChain::offer_first_chunk`).
+pub fn offer_first_chunk(low: usize) {
+    CHAIN.with(|c| c.offer_first_chunk(low))
+}
+
+/// Marks the calling OS thread as a green-thread worker (its chunk caches outlive the chains).
+pub fn set_worker() {
+    CHAIN.with(|c| c.set_worker())
+}
+
+/// Gives back the chunks of the chain swapped in on the calling OS thread, if it is active: a
+/// green thread that ended with `sthread_exit` while on its chunks. The caller runs on its own
+/// stack, not on the chain.
+pub fn exit_chain_if_active() {
+    let Some(rt) = RUNTIME.get() else { return };
+    CHAIN.with(|c| {
+        if c.is_active() {
+            if let Err(e) = c.exit(rt) {
+                fatal(c, e)
+            }
+        }
+    })
+}

@@ -1,0 +1,624 @@
+//! The green-thread scheduler (`cmm compile --threads green`): M green threads on N worker OS
+//! threads, per-worker run queues with work stealing ([`super::queue`]), parking and waking
+//! for joins and mutexes ([`super::sync`]).
+//!
+//! # Workers and switches
+//!
+//! Every worker has a *scheduler context* on its own stack (Go's `g0`): it picks a runnable
+//! green thread, switches to it, and when the thread switches back, carries out what the
+//! thread asked for on the way out ([`After`]): requeue it (a yield), release the lock it
+//! parked under (a join or a mutex: nobody may wake the thread before its context is saved,
+//! Go's `gopark` with an unlock function), or end it (its stack goes back at once). The main
+//! OS thread is worker 0; the program's `main` runs as a green thread on the main thread's own
+//! stack, so it keeps the stack size `ulimit -s` gives it, and worker 0's scheduler context
+//! gets a small stack of its own. Workers 1..N are OS threads started with the scheduler.
+//!
+//! # Stacks
+//!
+//! A green thread gets its stack when it first runs, not when it is created. Under the
+//! chunked mechanisms (`lookahead`) that is a [`super::stacks::BLOCK_SIZE`] block whose lower
+//! part is the thread's first chunk (offered to the chunk runtime with
+//! `crate::chunk::global::offer_first_chunk`): it grows by linking the runtime's standard
+//! chunks, and its chain (a `ChainState`) is swapped into the worker's chunk runtime while it
+//! runs, so chunk caches stay per worker. Under the fixed-stack conventions it is a guarded
+//! stack of the size `sthread_create` asked for (default [`DEFAULT_FIXED_STACK`]).
+//!
+//! # Thread-local storage and migration
+//!
+//! A green thread may resume on another worker than the one it switched away on. Rust code
+//! running on a green stack must therefore never keep a thread-local's address across a switch:
+//! the functions that switch ([`switch_out`]) reach the worker through [`this_worker`], an
+//! out-of-line call, before the switch only, and nothing after a switch in the same function
+//! touches a thread-local.
+
+use core::cell::{Cell, UnsafeCell};
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use super::context::{self, Stack};
+use super::queue::{RunQueues, Source};
+use super::stacks::{Blocks, BLOCK_SIZE, WORKER_CACHE};
+use super::sync::RawSpin;
+use crate::chunk::chain::ChainState;
+
+/// Stack of a green thread under a fixed-stack convention when `sthread_create` asks for none
+/// (`fpStackSize <= 0`): 8 MiB, glibc's default thread stack under the usual `ulimit -s`.
+pub const DEFAULT_FIXED_STACK: usize = 8 << 20;
+
+/// Stack of a worker's scheduler context (worker 0's; workers 1..N run it on their OS stack).
+const SCHEDULER_STACK: usize = 256 * 1024;
+
+/// Native stack of workers 1..N: the scheduler context, the chunk runtime's bookkeeping on the
+/// way in and out of threads.
+const WORKER_OS_STACK: usize = 256 * 1024;
+
+/// What the thread that just switched back to its worker asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum After {
+    None,
+    /// Runnable again: to the back of the worker's queue.
+    Yield,
+    /// Parked: release this lock (held across the switch); a waker will queue the thread.
+    Park(*const RawSpin),
+    /// Ended: its stack goes back, joiners are woken.
+    Exit,
+}
+
+/// Where a green thread's stack comes from.
+enum GreenStack {
+    /// Not allocated yet (the thread has not run).
+    None,
+    /// A block of [`Blocks`] (chunked mechanisms).
+    Block(usize),
+    /// A guarded fixed stack.
+    Fixed(Stack),
+    /// The main OS thread's own stack (the program's `main`).
+    Native,
+}
+
+/// Join bookkeeping of a green thread, under its `join` lock.
+struct JoinState {
+    finished: bool,
+    joiner: *const Green,
+}
+
+/// One green thread. Allocated by [`create`], freed by the join that collects its result.
+pub struct Green {
+    /// The saved stack pointer while switched out.
+    sp: UnsafeCell<usize>,
+    /// The `sthread_*` handle (0 for `main`).
+    handle: c_int,
+    fp: usize,
+    arg: usize,
+    /// `fpStackSize` of `sthread_create` (fixed-stack conventions).
+    stack_request: c_int,
+    started: Cell<bool>,
+    stack: UnsafeCell<GreenStack>,
+    chain: UnsafeCell<ChainState>,
+    result: UnsafeCell<usize>,
+    join: RawSpin,
+    join_state: UnsafeCell<JoinState>,
+}
+
+// SAFETY: a Green is touched by one OS thread at a time: the worker running it (its scheduler
+// context and the thread itself), handed over through the run queues' locks; `join_state` only
+// under `join`.
+unsafe impl Sync for Green {}
+// SAFETY: as above.
+unsafe impl Send for Green {}
+
+/// A queued green thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GreenPtr(*const Green);
+// SAFETY: see Green's Send.
+unsafe impl Send for GreenPtr {}
+
+/// One worker's state, touched only by the OS thread that runs the worker.
+pub struct Worker {
+    index: usize,
+    /// The scheduler context's saved stack pointer while a green thread runs.
+    sched_sp: UnsafeCell<usize>,
+    current: Cell<*const Green>,
+    after: Cell<After>,
+    blocks: UnsafeCell<Vec<usize>>,
+    /// Worker 0's scheduler stack (the other workers use their OS stack).
+    _sched_stack: Option<Stack>,
+}
+
+// SAFETY: each Worker is used by exactly one OS thread (its own); the array is shared only so
+// that every worker can be found from `SCHED`.
+unsafe impl Sync for Worker {}
+// SAFETY: as above; a Worker is created on the main thread before any worker runs.
+unsafe impl Send for Worker {}
+
+/// Counters of `STACKRT_STATS=1`.
+#[derive(Default)]
+pub struct GreenStats {
+    pub created: AtomicU64,
+    pub peak_alive: AtomicU64,
+    pub switches: AtomicU64,
+    pub steals: AtomicU64,
+    pub parks: AtomicU64,
+}
+
+/// The scheduler of the process.
+pub struct Sched {
+    abi: u32,
+    chunked: bool,
+    queues: RunQueues<GreenPtr>,
+    workers: Box<[Worker]>,
+    idle: Mutex<()>,
+    wake: Condvar,
+    sleepers: AtomicUsize,
+    /// Green threads created and not yet ended, `main` included.
+    alive: AtomicUsize,
+    blocks: Blocks,
+    pub stats: GreenStats,
+    count_stats: bool,
+}
+
+static SCHED: OnceLock<Sched> = OnceLock::new();
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// The worker the calling OS thread runs (null on other threads).
+    static WORKER: Cell<*const Worker> = const { Cell::new(core::ptr::null()) };
+}
+
+/// Whether the program runs its threads as green threads.
+pub fn enabled() -> bool {
+    ENABLED.load(Relaxed)
+}
+
+fn sched() -> &'static Sched {
+    SCHED.get().expect("green scheduler used before start")
+}
+
+/// The calling OS thread's worker. Out of line on purpose (module docs: migration).
+#[inline(never)]
+fn this_worker() -> &'static Worker {
+    let w = WORKER.with(|w| w.get());
+    assert!(!w.is_null(), "green thread library called outside a worker");
+    // SAFETY: workers live in the 'static scheduler and are never freed.
+    unsafe { &*w }
+}
+
+/// The green thread running on the calling OS thread.
+#[inline(never)]
+pub fn current() -> &'static Green {
+    // SAFETY: `current` is set by the worker for as long as the thread runs on it; threads are
+    // freed only by a join, which cannot be the thread itself.
+    unsafe { &*this_worker().current.get() }
+}
+
+/// The number of workers: `STACKRT_WORKERS`, else the number of online CPUs.
+fn worker_count() -> usize {
+    if let Ok(v) = std::env::var("STACKRT_WORKERS") {
+        match v.trim().parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => return n,
+            _ => crate::threads::fail(
+                &format!("stackrt: STACKRT_WORKERS={v:?} is not a number of workers (1 to 1024)"),
+                crate::abi::THREAD_FAILURE_EXIT_STATUS,
+            ),
+        }
+    }
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(cpus).unwrap_or(1).max(1)
+}
+
+fn fail(msg: &str) -> ! {
+    crate::threads::fail(msg, crate::abi::THREAD_FAILURE_EXIT_STATUS)
+}
+
+/// Starts the scheduler for a program of convention `abi` on the main OS thread, which becomes
+/// worker 0 running `main` as a green thread on its own stack; returns that thread's record.
+pub fn start(abi: u32) -> &'static Green {
+    let n = worker_count();
+    let chunked = abi == crate::abi::ABI_LOOKAHEAD;
+    let sched_stack = Stack::new(SCHEDULER_STACK)
+        .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
+    let workers: Box<[Worker]> = (0..n)
+        .map(|i| Worker {
+            index: i,
+            sched_sp: UnsafeCell::new(0),
+            current: Cell::new(core::ptr::null()),
+            after: Cell::new(After::None),
+            blocks: UnsafeCell::new(Vec::new()),
+            _sched_stack: None,
+        })
+        .collect();
+    let mut workers = workers;
+    let top = sched_stack.top();
+    workers[0]._sched_stack = Some(sched_stack);
+    // SAFETY: the top of worker 0's fresh scheduler stack, used by nothing else.
+    *workers[0].sched_sp.get_mut() = unsafe { context::init(top, worker0_entry, 0) };
+    let s = Sched {
+        abi,
+        chunked,
+        queues: RunQueues::new(n),
+        workers,
+        idle: Mutex::new(()),
+        wake: Condvar::new(),
+        sleepers: AtomicUsize::new(0),
+        alive: AtomicUsize::new(1),
+        blocks: Blocks::new(),
+        stats: GreenStats::default(),
+        count_stats: std::env::var_os("STACKRT_STATS").is_some_and(|v| v == "1"),
+    };
+    if SCHED.set(s).is_err() {
+        fail("stackrt: the green scheduler was started twice");
+    }
+    let s = sched();
+    ENABLED.store(true, Relaxed);
+    if s.count_stats {
+        s.stats.created.store(1, Relaxed);
+        s.stats.peak_alive.store(1, Relaxed);
+        // SAFETY: registering a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(print_stats_at_exit) };
+    }
+    let main = Box::leak(Box::new(Green::new(0, 0, 0, 0)));
+    main.started.set(true);
+    // SAFETY: nothing else refers to the fresh record yet.
+    unsafe { *main.stack.get() = GreenStack::Native };
+    let w0 = &s.workers[0];
+    WORKER.with(|w| w.set(w0));
+    w0.current.set(main);
+    if chunked {
+        crate::chunk::global::set_worker();
+    }
+    for i in 1..n {
+        let spawned = std::thread::Builder::new()
+            .name(format!("stackrt-worker-{i}"))
+            .stack_size(WORKER_OS_STACK)
+            .spawn(move || worker_os_thread(i));
+        if let Err(e) = spawned {
+            fail(&format!("stackrt: cannot start green-thread worker {i}: {e}"));
+        }
+    }
+    main
+}
+
+impl Green {
+    fn new(handle: c_int, fp: usize, arg: usize, stack_request: c_int) -> Green {
+        Green {
+            sp: UnsafeCell::new(0),
+            handle,
+            fp,
+            arg,
+            stack_request,
+            started: Cell::new(false),
+            stack: UnsafeCell::new(GreenStack::None),
+            chain: UnsafeCell::new(ChainState::new()),
+            result: UnsafeCell::new(0),
+            join: RawSpin::new(),
+            join_state: UnsafeCell::new(JoinState {
+                finished: false,
+                joiner: core::ptr::null(),
+            }),
+        }
+    }
+
+    /// The thread's `sthread_*` handle (0: `main`).
+    pub fn handle(&self) -> c_int {
+        self.handle
+    }
+}
+
+extern "C" fn worker0_entry(_: usize) -> ! {
+    let s = sched();
+    let w = &s.workers[0];
+    // The first switch to worker 0's scheduler comes from `main`, which no `run` switched to.
+    s.after_switch(w, w.current.get());
+    s.worker_loop(w)
+}
+
+fn worker_os_thread(i: usize) {
+    let s = sched();
+    crate::signals::thread_setup(crate::mech::is_fixed_stack_abi(s.abi), false);
+    if s.chunked {
+        crate::chunk::global::set_worker();
+    }
+    let w = &s.workers[i];
+    WORKER.with(|c| c.set(w));
+    s.worker_loop(w)
+}
+
+impl Sched {
+    fn worker_loop(&self, w: &Worker) -> ! {
+        loop {
+            match self.queues.pop(w.index) {
+                Some((g, source)) => {
+                    if self.count_stats && matches!(source, Source::Stolen(_)) {
+                        self.stats.steals.fetch_add(1, Relaxed);
+                    }
+                    self.run(w, g.0);
+                }
+                None => self.sleep(),
+            }
+        }
+    }
+
+    /// Waits until some queue may have a thread. A pusher that sees no sleeper has its push
+    /// seen by the sleeper's re-check (both sides fence between their write and their read).
+    fn sleep(&self) {
+        let guard = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        self.sleepers.fetch_add(1, SeqCst);
+        fence(SeqCst);
+        if self.queues.is_empty() {
+            drop(self.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
+        } else {
+            drop(guard);
+        }
+        self.sleepers.fetch_sub(1, SeqCst);
+    }
+
+    /// Puts `g` at the back of worker `w`'s queue and wakes a sleeping worker.
+    fn push(&self, w: usize, g: *const Green) {
+        self.queues.push(w, GreenPtr(g));
+        fence(SeqCst);
+        if self.sleepers.load(SeqCst) != 0 {
+            let _guard = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            self.wake.notify_one();
+        }
+    }
+
+    fn run(&self, w: &Worker, g: *const Green) {
+        // SAFETY: a queued thread is alive and switched out; this worker owns it now.
+        let gr = unsafe { &*g };
+        w.current.set(g);
+        if self.chunked {
+            // SAFETY: the thread is switched out: nothing else uses its chain state.
+            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
+        }
+        if !gr.started.get() {
+            self.prepare(w, gr);
+        }
+        if self.count_stats {
+            self.stats.switches.fetch_add(1, Relaxed);
+        }
+        // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
+        // context of a suspended thread (prepared above or saved by its last switch out).
+        unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
+        self.after_switch(w, g);
+    }
+
+    /// Gives a thread that runs for the first time its stack and initial context.
+    fn prepare(&self, w: &Worker, g: &Green) {
+        let top = if self.chunked {
+            // SAFETY: the worker's own cache, touched only on its OS thread.
+            let cache = unsafe { &mut *w.blocks.get() };
+            if cache.is_empty() {
+                if let Err(e) = self.blocks.refill(cache) {
+                    fail(&format!(
+                        "stackrt: cannot map stacks for green thread {}: {e}",
+                        g.handle
+                    ));
+                }
+            }
+            let b = cache.pop().expect("a refill leaves a block");
+            // SAFETY: the thread is not running; its stack slot is the worker's to set.
+            unsafe { *g.stack.get() = GreenStack::Block(b) };
+            crate::chunk::global::offer_first_chunk(b);
+            b + BLOCK_SIZE
+        } else {
+            let size = if g.stack_request > 0 {
+                g.stack_request as usize
+            } else {
+                DEFAULT_FIXED_STACK
+            };
+            let stack = Stack::new(size).unwrap_or_else(|e| {
+                fail(&format!(
+                    "sthread_create: cannot map a stack of {size} bytes for green thread {}: {e}",
+                    g.handle
+                ))
+            });
+            let top = stack.top();
+            // SAFETY: as above.
+            unsafe { *g.stack.get() = GreenStack::Fixed(stack) };
+            top
+        };
+        // SAFETY: `top` is the top of the fresh stack just given to the thread.
+        unsafe { *g.sp.get() = context::init(top, green_entry, g as *const Green as usize) };
+        g.started.set(true);
+    }
+
+    /// The worker's side of a switch back from `g`: swaps its chain out and does what it
+    /// asked for.
+    fn after_switch(&self, w: &Worker, g: *const Green) {
+        // SAFETY: `g` just switched back to this worker and is not queued anywhere.
+        let gr = unsafe { &*g };
+        let after = w.after.replace(After::None);
+        if self.chunked {
+            if after == After::Exit {
+                crate::chunk::global::exit_chain_if_active();
+            }
+            // SAFETY: the thread is switched out: nothing else uses its chain state.
+            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
+        }
+        w.current.set(core::ptr::null());
+        match after {
+            After::Yield => self.push(w.index, g),
+            After::Park(lock) => {
+                // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
+                // releasing it lets wakers see the thread, whose context is saved now.
+                unsafe { (*lock).unlock() }
+            }
+            After::Exit => self.finish(w, gr),
+            After::None => fail("stackrt: a green thread switched back without a reason"),
+        }
+    }
+
+    /// A thread ended: its stack goes back and its joiner wakes.
+    fn finish(&self, w: &Worker, g: &Green) {
+        // SAFETY: the thread ended; nothing runs on its stack any more.
+        match core::mem::replace(unsafe { &mut *g.stack.get() }, GreenStack::None) {
+            GreenStack::Block(b) => {
+                // SAFETY: the worker's own cache.
+                let cache = unsafe { &mut *w.blocks.get() };
+                cache.push(b);
+                if cache.len() > WORKER_CACHE {
+                    self.blocks.spill(cache);
+                }
+            }
+            GreenStack::Fixed(stack) => drop(stack),
+            GreenStack::Native | GreenStack::None => {}
+        }
+        g.join.lock();
+        // SAFETY: join_state is accessed under `join`.
+        let joiner = unsafe {
+            let st = &mut *g.join_state.get();
+            st.finished = true;
+            core::mem::replace(&mut st.joiner, core::ptr::null())
+        };
+        g.join.unlock();
+        if !joiner.is_null() {
+            self.push(w.index, joiner);
+        }
+        if self.alive.fetch_sub(1, AcqRel) == 1 {
+            // Every thread has ended (`main` with sthread_exit): the program is done.
+            // SAFETY: exit runs the atexit handlers and ends the process.
+            unsafe { libc::exit(0) };
+        }
+    }
+}
+
+/// The stack pointer a new context starts with: the thread's entry. Runs on the green stack.
+extern "C" fn green_entry(g: usize) -> ! {
+    // SAFETY: `g` is the record `prepare` passed, alive until joined after it ended.
+    let gr = unsafe { &*(g as *const Green) };
+    let r = run_body(gr);
+    // SAFETY: only this thread writes its result, before it ends.
+    unsafe { *gr.result.get() = r };
+    switch_out(After::Exit);
+    unreachable!("an ended green thread was resumed")
+}
+
+/// Calls the thread's C-- function under the program's convention.
+#[inline(never)]
+fn run_body(g: &Green) -> usize {
+    let s = sched();
+    if crate::mech::is_emitted_abi(s.abi) {
+        // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this
+        // program, compiled with its convention.
+        match unsafe { crate::mech::enter(s.abi, g.fp, g.arg, 0) } {
+            Some(r) => r,
+            None => fail("sthread_create: the thread entry function takes more than two parameters"),
+        }
+    } else {
+        // SAFETY: under the native System V convention the entry is a C function
+        // `void *f(void *)` (the caller's guarantee).
+        let f = unsafe {
+            core::mem::transmute::<usize, extern "C" fn(*mut c_void) -> *mut c_void>(g.fp)
+        };
+        f(g.arg as *mut c_void) as usize
+    }
+}
+
+/// Switches from the running green thread to its worker's scheduler, which does `after`.
+/// Returns when the thread is resumed, possibly on another worker.
+#[inline(never)]
+fn switch_out(after: After) {
+    let w = this_worker();
+    let g = w.current.get();
+    w.after.set(after);
+    // SAFETY: `g` is the running thread (its record outlives its run); the scheduler context's
+    // saved stack pointer is valid while one of its threads runs.
+    unsafe { context::switch((*g).sp.get(), *w.sched_sp.get()) };
+}
+
+/// Creates a green thread running `fp(arg)`; returns its record (queued on this worker).
+pub fn create(handle: c_int, fp: usize, arg: usize, stack_request: c_int) -> *const Green {
+    let s = sched();
+    let g: *const Green = Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request)));
+    let alive = s.alive.fetch_add(1, AcqRel) + 1;
+    if s.count_stats {
+        s.stats.created.fetch_add(1, Relaxed);
+        s.stats.peak_alive.fetch_max(alive as u64, Relaxed);
+    }
+    s.push(this_worker().index, g);
+    g
+}
+
+/// `sthread_yield` under green threads: lets the worker run the other runnable threads first.
+pub fn yield_now() {
+    switch_out(After::Yield);
+}
+
+/// Parks the running thread: `lock` (held by the caller) is released by the worker once the
+/// thread is switched out; some waker will [`wake`] it. Returns when it runs again.
+///
+/// # Safety
+/// The caller holds `lock`, and the thread is registered where a waker will find it.
+pub unsafe fn park(lock: &RawSpin) {
+    let s = sched();
+    if s.count_stats {
+        s.stats.parks.fetch_add(1, Relaxed);
+    }
+    switch_out(After::Park(lock));
+}
+
+/// Makes a parked thread runnable (on the calling worker's queue).
+///
+/// # Safety
+/// `g` is parked (its `park` lock was released by its worker) and woken once.
+pub unsafe fn wake(g: *const Green) {
+    sched().push(this_worker().index, g);
+}
+
+/// Ends the running thread with `result` (`sthread_exit`).
+pub fn exit_current(result: usize) -> ! {
+    let g = current();
+    // SAFETY: only this thread writes its result.
+    unsafe { *g.result.get() = result };
+    switch_out(After::Exit);
+    unreachable!("an ended green thread was resumed")
+}
+
+/// Waits for `g` to end and returns its result; frees its record.
+///
+/// # Safety
+/// `g` comes from [`create`], is joined once (the handle table's guarantee), and is not the
+/// calling thread.
+pub unsafe fn join(g: *const Green) -> usize {
+    // SAFETY: alive until this join frees it.
+    let gr = unsafe { &*g };
+    gr.join.lock();
+    // SAFETY: join_state under `join`.
+    let st = unsafe { &mut *gr.join_state.get() };
+    if st.finished {
+        gr.join.unlock();
+    } else {
+        st.joiner = current();
+        // SAFETY: `join` is held and the thread is registered as the joiner, which `finish`
+        // wakes once.
+        unsafe { park(&gr.join) };
+    }
+    // SAFETY: the thread ended (its finish happened before the wake, or was seen under the
+    // lock): its result is final and nothing else refers to the record.
+    unsafe {
+        let r = *gr.result.get();
+        drop(Box::from_raw(g.cast_mut()));
+        r
+    }
+}
+
+extern "C" fn print_stats_at_exit() {
+    let Some(s) = SCHED.get() else { return };
+    let mut buf = crate::chunk::msg::StackBuf::<512>::new();
+    let st = &s.stats;
+    let _ = core::fmt::write(
+        &mut buf,
+        format_args!(
+            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks\n",
+            s.workers.len(),
+            st.created.load(Relaxed),
+            st.peak_alive.load(Relaxed),
+            st.switches.load(Relaxed),
+            st.steals.load(Relaxed),
+            st.parks.load(Relaxed),
+        ),
+    );
+    buf.write_to_stderr();
+}
