@@ -32,42 +32,55 @@ struct Config {
     target: &'static str,
     /// `--chunk-size` for the chunked mechanisms (`None`: the default).
     chunk_size: Option<u32>,
+    /// `--threads green` (else the default, OS threads).
+    green: bool,
 }
 
 /// Every configuration the corpus runs in. Add one line per new back end / mechanism / target.
 #[rustfmt::skip]
 const CONFIGS: &[Config] = &[
-    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None },
-    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768) },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768) },
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: false },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: false },
     // The smallest chunk size accepted: many overflows and underflows, and every extern call
     // (8 KiB budget) and any frame over the 4 KiB chunk's capacity reserves more than a
     // standard chunk holds, so it runs on a larger chunk the runtime links for it.
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096) },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: false },
     // MMU: the default chunk size (1 MiB on x86-64, 128 KiB on i686) and the smallest (a guard
     // fault every few calls; every C call's probes reach past a 4 KiB chunk into a larger one).
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None },
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096) },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096) },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096) },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096) },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: false },
     // Heap: the default 64 KiB slabs and the smallest (a new slab every few dozen frames, and
     // blocks of the larger classes on slabs the runtime sizes for them); and the thesis's
     // malloc variant.
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None },
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096) },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096) },
-    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None },
-    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false },
+    // Green threads (`--threads green`, two workers as on a 2-CPU machine): the fixed-stack
+    // conventions and lookahead, with default and smallest chunks.
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: true },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: true },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: true },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: true },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: true },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.
@@ -77,9 +90,14 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl Config {
     fn name(&self) -> String {
-        match self.chunk_size {
+        let base = match self.chunk_size {
             None => format!("{}-{}-{}", self.backend, self.mech, self.target),
             Some(c) => format!("{}-{}-{}-chunk{c}", self.backend, self.mech, self.target),
+        };
+        if self.green {
+            base + "-green"
+        } else {
+            base
         }
     }
 
@@ -318,6 +336,11 @@ fn check_program(program: &Program, config: Config, work: &Path) -> Vec<String> 
                 .map(|c| vec!["--chunk-size".to_string(), c.to_string()])
                 .unwrap_or_default(),
         )
+        .args(if config.green {
+            &["--threads", "green"][..]
+        } else {
+            &[]
+        })
         .arg("-o")
         .arg(&exe)
         .stdin(Stdio::null())
