@@ -233,6 +233,8 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         let g = green::create(handle, fp as u32 as usize, arg as usize, fpStackSize);
         let inserted = threads.insert(g as usize);
         debug_assert_eq!(inserted, handle);
+        drop(threads);
+        green::det_point();
         return handle;
     }
     // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
@@ -299,6 +301,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
 #[no_mangle]
 pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -> c_int {
     if green::enabled() {
+        green::det_point();
         let g = match green_table().begin_join(handle) {
             Ok(g) => g,
             Err(e) => return e.errno(),
@@ -413,6 +416,7 @@ pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_lock").cast::<crate::green::sync::GreenMutex>();
+        green::det_point();
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).lock() };
         return;
@@ -432,6 +436,7 @@ pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
         let m = check_mutex(m, "sthread_mutex_unlock").cast::<crate::green::sync::GreenMutex>();
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).unlock() };
+        green::det_point();
         return;
     }
     let m = check_mutex(m, "sthread_mutex_unlock");

@@ -2,9 +2,11 @@
 //! --threads green`: [`context`] holds the context switch (the per-architecture assembly is in
 //! `crate::arch::*_switch`) and the stacks a context runs on, [`stacks`] the green threads'
 //! stack blocks, [`queue`] the per-worker run queues with work stealing, [`sched`] the
-//! scheduler and [`sync`] parking locks and the green mutex.
+//! scheduler, [`det`] its deterministic mode (`STACKRT_SCHED`) and [`sync`] parking locks and
+//! the green mutex.
 
 pub mod context;
+pub mod det;
 pub mod queue;
 pub mod sched;
 pub mod stacks;

@@ -52,6 +52,13 @@ impl<T> RunQueues<T> {
         self.queue(w).push_back(t);
     }
 
+    /// Puts `t` at the front of worker `w`'s queue: it runs next there (a woken thread, Go's
+    /// `runnext`: a mutex handed to a parked thread is not held while a whole queue of other
+    /// threads runs first).
+    pub fn push_front(&self, w: usize, t: T) {
+        self.queue(w).push_front(t);
+    }
+
     /// The next thread for worker `w`: the front of its own queue, else the first of the older
     /// half stolen from the first non-empty queue after `w`'s (the rest of the half goes to the
     /// back of `w`'s queue). None when every queue is empty.

@@ -16,7 +16,7 @@
 //! # Stacks
 //!
 //! A green thread gets its stack when it first runs, not when it is created. Under the
-//! chunked mechanisms (`lookahead`) that is a [`super::stacks::BLOCK_SIZE`] block whose lower
+//! chunked mechanisms (`lookahead`) that is a block ([`super::stacks::block_size`]) whose lower
 //! part is the thread's first chunk (offered to the chunk runtime with
 //! `crate::chunk::global::offer_first_chunk`): it grows by linking the runtime's standard
 //! chunks, and its chain (a `ChainState`) is swapped into the worker's chunk runtime while it
@@ -37,8 +37,9 @@ use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::*}
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::context::{self, Stack};
+use super::det::{Det, Policy};
 use super::queue::{RunQueues, Source};
-use super::stacks::{Blocks, BLOCK_SIZE, WORKER_CACHE};
+use super::stacks::{block_size, BlockCache, Blocks};
 use super::sync::RawSpin;
 use crate::chunk::chain::ChainState;
 
@@ -69,8 +70,8 @@ enum After {
 enum GreenStack {
     /// Not allocated yet (the thread has not run).
     None,
-    /// A block of [`Blocks`] (chunked mechanisms).
-    Block(usize),
+    /// A block of [`Blocks`] (chunked mechanisms): address and size.
+    Block(usize, usize),
     /// A guarded fixed stack.
     Fixed(Stack),
     /// The main OS thread's own stack (the program's `main`).
@@ -121,7 +122,7 @@ pub struct Worker {
     sched_sp: UnsafeCell<usize>,
     current: Cell<*const Green>,
     after: Cell<After>,
-    blocks: UnsafeCell<Vec<usize>>,
+    blocks: UnsafeCell<BlockCache>,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
 }
@@ -156,6 +157,8 @@ pub struct Sched {
     blocks: Blocks,
     pub stats: GreenStats,
     count_stats: bool,
+    /// The deterministic scheduler (`STACKRT_SCHED`), which then replaces the run queues.
+    det: Option<Mutex<Det<GreenPtr>>>,
 }
 
 static SCHED: OnceLock<Sched> = OnceLock::new();
@@ -214,8 +217,38 @@ fn fail(msg: &str) -> ! {
 
 /// Starts the scheduler for a program of convention `abi` on the main OS thread, which becomes
 /// worker 0 running `main` as a green thread on its own stack; returns that thread's record.
+/// The deterministic scheduler of `STACKRT_SCHED` / `STACKRT_SCHED_TRACE`, if set.
+fn det_from_env() -> Option<Det<GreenPtr>> {
+    let v = std::env::var("STACKRT_SCHED").ok()?;
+    let policy =
+        Policy::parse(&v).unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED={v:?}: {e}")));
+    let replay =
+        match &policy {
+            Policy::Replay { path } => Some(std::fs::read_to_string(path).unwrap_or_else(|e| {
+                fail(&format!("stackrt: STACKRT_SCHED: cannot read {path}: {e}"))
+            })),
+            _ => None,
+        };
+    let trace = std::env::var("STACKRT_SCHED_TRACE").ok().map(|path| {
+        std::fs::File::create(&path).unwrap_or_else(|e| {
+            fail(&format!(
+                "stackrt: STACKRT_SCHED_TRACE: cannot create {path}: {e}"
+            ))
+        })
+    });
+    Some(
+        Det::new(policy, replay.as_deref(), trace)
+            .unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED: {e}"))),
+    )
+}
+
 pub fn start(abi: u32) -> &'static Green {
-    let n = worker_count();
+    let det = det_from_env();
+    if det.is_none() && std::env::var_os("STACKRT_SCHED_TRACE").is_some() {
+        fail("stackrt: STACKRT_SCHED_TRACE needs a deterministic STACKRT_SCHED (random:SEED, pct:SEED:DEPTH or replay:FILE)");
+    }
+    // The deterministic mode runs every green thread on one worker.
+    let n = if det.is_some() { 1 } else { worker_count() };
     let chunked = abi == crate::abi::ABI_LOOKAHEAD;
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
@@ -225,7 +258,7 @@ pub fn start(abi: u32) -> &'static Green {
             sched_sp: UnsafeCell::new(0),
             current: Cell::new(core::ptr::null()),
             after: Cell::new(After::None),
-            blocks: UnsafeCell::new(Vec::new()),
+            blocks: UnsafeCell::new(BlockCache::default()),
             _sched_stack: None,
         })
         .collect();
@@ -246,12 +279,18 @@ pub fn start(abi: u32) -> &'static Green {
         blocks: Blocks::new(),
         stats: GreenStats::default(),
         count_stats: std::env::var_os("STACKRT_STATS").is_some_and(|v| v == "1"),
+        det: det.map(Mutex::new),
     };
     if SCHED.set(s).is_err() {
         fail("stackrt: the green scheduler was started twice");
     }
     let s = sched();
     ENABLED.store(true, Relaxed);
+    if let Some(d) = &s.det {
+        lock_det(d).created(0);
+        // SAFETY: registering a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(flush_trace_at_exit) };
+    }
     if s.count_stats {
         s.stats.created.store(1, Relaxed);
         s.stats.peak_alive.store(1, Relaxed);
@@ -274,7 +313,9 @@ pub fn start(abi: u32) -> &'static Green {
             .stack_size(WORKER_OS_STACK)
             .spawn(move || worker_os_thread(i));
         if let Err(e) = spawned {
-            fail(&format!("stackrt: cannot start green-thread worker {i}: {e}"));
+            fail(&format!(
+                "stackrt: cannot start green-thread worker {i}: {e}"
+            ));
         }
     }
     main
@@ -327,6 +368,21 @@ fn worker_os_thread(i: usize) {
 
 impl Sched {
     fn worker_loop(&self, w: &Worker) -> ! {
+        if let Some(d) = &self.det {
+            loop {
+                let picked = lock_det(d).pick();
+                match picked {
+                    Ok(e) => self.run(w, e.thread.0),
+                    Err(e) => {
+                        lock_det(d).flush();
+                        crate::threads::fail(
+                            &format!("stackrt: {e}"),
+                            crate::chunk::FATAL_EXIT_STATUS,
+                        )
+                    }
+                }
+            }
+        }
         loop {
             match self.queues.pop(w.index) {
                 Some((g, source)) => {
@@ -354,9 +410,20 @@ impl Sched {
         self.sleepers.fetch_sub(1, SeqCst);
     }
 
-    /// Puts `g` at the back of worker `w`'s queue and wakes a sleeping worker.
-    fn push(&self, w: usize, g: *const Green) {
-        self.queues.push(w, GreenPtr(g));
+    /// Puts `g` at the back of worker `w`'s queue (at the front if `next`) and wakes a
+    /// sleeping worker.
+    fn push(&self, w: usize, g: *const Green, next: bool) {
+        if let Some(d) = &self.det {
+            // SAFETY: a thread being made runnable is alive.
+            let handle = unsafe { (*g).handle };
+            lock_det(d).push(GreenPtr(g), handle);
+            return;
+        }
+        if next {
+            self.queues.push_front(w, GreenPtr(g));
+        } else {
+            self.queues.push(w, GreenPtr(g));
+        }
         fence(SeqCst);
         if self.sleepers.load(SeqCst) != 0 {
             let _guard = self.idle.lock().unwrap_or_else(|e| e.into_inner());
@@ -387,21 +454,22 @@ impl Sched {
     /// Gives a thread that runs for the first time its stack and initial context.
     fn prepare(&self, w: &Worker, g: &Green) {
         let top = if self.chunked {
+            // SAFETY: the entry of a C-- function of this program (`sthread_create`'s
+            // contract) is preceded by its u32 stack need (the emission stage's layout).
+            let need = unsafe { core::ptr::read_unaligned((g.fp - 8) as *const u32) } as usize;
+            let size = block_size(need);
             // SAFETY: the worker's own cache, touched only on its OS thread.
             let cache = unsafe { &mut *w.blocks.get() };
-            if cache.is_empty() {
-                if let Err(e) = self.blocks.refill(cache) {
-                    fail(&format!(
-                        "stackrt: cannot map stacks for green thread {}: {e}",
-                        g.handle
-                    ));
-                }
-            }
-            let b = cache.pop().expect("a refill leaves a block");
+            let b = self.blocks.take(cache, size).unwrap_or_else(|e| {
+                fail(&format!(
+                    "stackrt: cannot map a stack for green thread {}: {e}",
+                    g.handle
+                ))
+            });
             // SAFETY: the thread is not running; its stack slot is the worker's to set.
-            unsafe { *g.stack.get() = GreenStack::Block(b) };
+            unsafe { *g.stack.get() = GreenStack::Block(b, size) };
             crate::chunk::global::offer_first_chunk(b);
-            b + BLOCK_SIZE
+            b + size
         } else {
             let size = if g.stack_request > 0 {
                 g.stack_request as usize
@@ -439,7 +507,7 @@ impl Sched {
         }
         w.current.set(core::ptr::null());
         match after {
-            After::Yield => self.push(w.index, g),
+            After::Yield => self.push(w.index, g, false),
             After::Park(lock) => {
                 // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
                 // releasing it lets wakers see the thread, whose context is saved now.
@@ -454,13 +522,9 @@ impl Sched {
     fn finish(&self, w: &Worker, g: &Green) {
         // SAFETY: the thread ended; nothing runs on its stack any more.
         match core::mem::replace(unsafe { &mut *g.stack.get() }, GreenStack::None) {
-            GreenStack::Block(b) => {
+            GreenStack::Block(b, size) => {
                 // SAFETY: the worker's own cache.
-                let cache = unsafe { &mut *w.blocks.get() };
-                cache.push(b);
-                if cache.len() > WORKER_CACHE {
-                    self.blocks.spill(cache);
-                }
+                self.blocks.give(unsafe { &mut *w.blocks.get() }, size, b);
             }
             GreenStack::Fixed(stack) => drop(stack),
             GreenStack::Native | GreenStack::None => {}
@@ -474,7 +538,7 @@ impl Sched {
         };
         g.join.unlock();
         if !joiner.is_null() {
-            self.push(w.index, joiner);
+            self.push(w.index, joiner, true);
         }
         if self.alive.fetch_sub(1, AcqRel) == 1 {
             // Every thread has ended (`main` with sthread_exit): the program is done.
@@ -504,7 +568,9 @@ fn run_body(g: &Green) -> usize {
         // program, compiled with its convention.
         match unsafe { crate::mech::enter(s.abi, g.fp, g.arg, 0) } {
             Some(r) => r,
-            None => fail("sthread_create: the thread entry function takes more than two parameters"),
+            None => {
+                fail("sthread_create: the thread entry function takes more than two parameters")
+            }
         }
     } else {
         // SAFETY: under the native System V convention the entry is a C function
@@ -532,18 +598,43 @@ fn switch_out(after: After) {
 pub fn create(handle: c_int, fp: usize, arg: usize, stack_request: c_int) -> *const Green {
     let s = sched();
     let g: *const Green = Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request)));
+    if let Some(d) = &s.det {
+        lock_det(d).created(handle);
+    }
     let alive = s.alive.fetch_add(1, AcqRel) + 1;
     if s.count_stats {
         s.stats.created.fetch_add(1, Relaxed);
         s.stats.peak_alive.fetch_max(alive as u64, Relaxed);
     }
-    s.push(this_worker().index, g);
+    s.push(this_worker().index, g, false);
     g
 }
 
 /// `sthread_yield` under green threads: lets the worker run the other runnable threads first.
 pub fn yield_now() {
+    if let Some(d) = &sched().det {
+        let handle = current().handle;
+        lock_det(d).yielded(handle);
+    }
     switch_out(After::Yield);
+}
+
+/// A scheduling point of the deterministic mode (create, lock, unlock, join): the running
+/// thread yields, so the seed decides who runs next. Nothing in the other modes.
+pub fn det_point() {
+    if sched().det.is_some() {
+        switch_out(After::Yield);
+    }
+}
+
+fn lock_det(d: &Mutex<Det<GreenPtr>>) -> std::sync::MutexGuard<'_, Det<GreenPtr>> {
+    d.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+extern "C" fn flush_trace_at_exit() {
+    if let Some(d) = SCHED.get().and_then(|s| s.det.as_ref()) {
+        lock_det(d).flush();
+    }
 }
 
 /// Parks the running thread: `lock` (held by the caller) is released by the worker once the
@@ -559,12 +650,12 @@ pub unsafe fn park(lock: &RawSpin) {
     switch_out(After::Park(lock));
 }
 
-/// Makes a parked thread runnable (on the calling worker's queue).
+/// Makes a parked thread runnable: it runs next on the calling worker.
 ///
 /// # Safety
 /// `g` is parked (its `park` lock was released by its worker) and woken once.
 pub unsafe fn wake(g: *const Green) {
-    sched().push(this_worker().index, g);
+    sched().push(this_worker().index, g, true);
 }
 
 /// Ends the running thread with `result` (`sthread_exit`).
