@@ -942,6 +942,29 @@ impl ThreadChain {
         }
     }
 
+    /// Saves the per-thread part of the chain in `save` and loads it from `load`: a direct
+    /// switch from one green thread to another on this OS thread.
+    pub fn switch_state(&self, save: &mut ChainState, load: &ChainState) {
+        *save = ChainState {
+            id: self.id.get(),
+            active: self.active.get(),
+            top: self.top.get(),
+            depth: self.depth.get(),
+            chain_bytes: self.chain_bytes.get(),
+            used_below: self.used_below.get(),
+            grower: self.grower.get(),
+            foreign_first: self.foreign_first.get(),
+        };
+        self.id.set(load.id);
+        self.active.set(load.active);
+        self.top.set(load.top);
+        self.depth.set(load.depth);
+        self.chain_bytes.set(load.chain_bytes);
+        self.used_below.set(load.used_below);
+        self.grower.set(load.grower);
+        self.foreign_first.set(load.foreign_first);
+    }
+
     /// Offers the memory from `low` up to the next [`ThreadChain::enter`]'s thread stack as its
     /// first chunk: a green thread's stack block, whose top holds the entry frames. The chunk's
     /// header goes [`FOREIGN_HANDLER_ROOM`] below the thread stack `T`, its limit is `low`;

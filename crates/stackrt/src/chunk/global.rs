@@ -450,6 +450,12 @@ pub fn swap_chain(state: &mut super::chain::ChainState) {
     CHAIN.with(|c| c.swap_state(state))
 }
 
+/// Saves the calling OS thread's chain in `save` and loads `load`'s (a direct switch between
+/// two green threads).
+pub fn switch_chain(save: &mut super::chain::ChainState, load: &super::chain::ChainState) {
+    CHAIN.with(|c| c.switch_state(save, load))
+}
+
 /// Offers `[low, T - FOREIGN_HANDLER_ROOM)` as the first chunk of the calling OS thread's next
 /// `stackrt_chunk_thread_enter*` (see `ThreadChain::offer_first_chunk`).
 pub fn offer_first_chunk(low: usize) {

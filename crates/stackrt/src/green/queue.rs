@@ -59,6 +59,11 @@ impl<T> RunQueues<T> {
         self.queue(w).push_front(t);
     }
 
+    /// The front of worker `w`'s own queue, without stealing.
+    pub fn pop_own(&self, w: usize) -> Option<T> {
+        self.queue(w).pop_front()
+    }
+
     /// The next thread for worker `w`: the front of its own queue, else the first of the older
     /// half stolen from the first non-empty queue after `w`'s (the rest of the half goes to the
     /// back of `w`'s queue). None when every queue is empty.

@@ -122,6 +122,10 @@ pub struct Worker {
     sched_sp: UnsafeCell<usize>,
     current: Cell<*const Green>,
     after: Cell<After>,
+    /// Set by a direct switch between two threads ([`yield_now`]): the thread that switched
+    /// away, to be requeued by the context that resumes ([`complete_switch`]) once its
+    /// context is saved.
+    pending: Cell<*const Green>,
     blocks: UnsafeCell<BlockCache>,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
@@ -258,6 +262,7 @@ pub fn start(abi: u32) -> &'static Green {
             sched_sp: UnsafeCell::new(0),
             current: Cell::new(core::ptr::null()),
             after: Cell::new(After::None),
+            pending: Cell::new(core::ptr::null()),
             blocks: UnsafeCell::new(BlockCache::default()),
             _sched_stack: None,
         })
@@ -410,6 +415,16 @@ impl Sched {
         self.sleepers.fetch_sub(1, SeqCst);
     }
 
+    /// Puts a yielding thread back at the end of worker `w`'s queue. No sleeping worker is
+    /// woken (the fence that would take costs a third of a yield): the thread was runnable
+    /// before, and a worker about to sleep still sees it and steals it.
+    fn requeue(&self, w: usize, g: *const Green) {
+        if self.det.is_some() {
+            return self.push(w, g, false);
+        }
+        self.queues.push(w, GreenPtr(g));
+    }
+
     /// Puts `g` at the back of worker `w`'s queue (at the front if `next`) and wakes a
     /// sleeping worker.
     fn push(&self, w: usize, g: *const Green, next: bool) {
@@ -507,7 +522,7 @@ impl Sched {
         }
         w.current.set(core::ptr::null());
         match after {
-            After::Yield => self.push(w.index, g, false),
+            After::Yield => self.requeue(w.index, g),
             After::Park(lock) => {
                 // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
                 // releasing it lets wakers see the thread, whose context is saved now.
@@ -552,6 +567,7 @@ impl Sched {
 extern "C" fn green_entry(g: usize) -> ! {
     // SAFETY: `g` is the record `prepare` passed, alive until joined after it ended.
     let gr = unsafe { &*(g as *const Green) };
+    complete_switch();
     let r = run_body(gr);
     // SAFETY: only this thread writes its result, before it ends.
     unsafe { *gr.result.get() = r };
@@ -592,6 +608,51 @@ fn switch_out(after: After) {
     // SAFETY: `g` is the running thread (its record outlives its run); the scheduler context's
     // saved stack pointer is valid while one of its threads runs.
     unsafe { context::switch((*g).sp.get(), *w.sched_sp.get()) };
+    complete_switch();
+}
+
+/// Run by a thread right after it resumed: if another thread switched to it directly
+/// ([`yield_now`]), that thread's context is saved now, so it may go back to the run queue.
+/// Out of line: it finds the worker afresh (the thread may have moved).
+#[inline(never)]
+fn complete_switch() {
+    let w = this_worker();
+    let prev = w.pending.replace(core::ptr::null());
+    if !prev.is_null() {
+        sched().requeue(w.index, prev);
+    }
+}
+
+/// `sthread_yield`'s common case: the next thread of this worker's own queue runs, switched to
+/// directly (one switch, no trip through the scheduler context); the yielding thread goes to
+/// the back of the queue once its context is saved. With nothing else queued here it simply
+/// continues (the other workers serve their own queues).
+#[inline(never)]
+fn yield_direct(s: &Sched) {
+    let w = this_worker();
+    let Some(GreenPtr(next)) = s.queues.pop_own(w.index) else {
+        return;
+    };
+    let cur = w.current.get();
+    // SAFETY: `next` was queued, so it is alive and switched out, and now this worker's; `cur`
+    // is the running thread.
+    let (nx, cr) = unsafe { (&*next, &*cur) };
+    if !nx.started.get() {
+        s.prepare(w, nx);
+    }
+    if s.chunked {
+        // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
+        unsafe { crate::chunk::global::switch_chain(&mut *cr.chain.get(), &*nx.chain.get()) };
+    }
+    if s.count_stats {
+        s.stats.switches.fetch_add(1, Relaxed);
+    }
+    w.current.set(next);
+    w.pending.set(cur);
+    // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
+    // outlives its run.
+    unsafe { context::switch(cr.sp.get(), *nx.sp.get()) };
+    complete_switch();
 }
 
 /// Creates a green thread running `fp(arg)`; returns its record (queued on this worker).
@@ -615,8 +676,10 @@ pub fn yield_now() {
     if let Some(d) = &sched().det {
         let handle = current().handle;
         lock_det(d).yielded(handle);
+        switch_out(After::Yield);
+        return;
     }
-    switch_out(After::Yield);
+    yield_direct(sched());
 }
 
 /// A scheduling point of the deterministic mode (create, lock, unlock, join): the running
