@@ -463,7 +463,9 @@ impl Sched {
         // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
         // context of a suspended thread (prepared above or saved by its last switch out).
         unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
-        self.after_switch(w, g);
+        // Not necessarily `g`: threads switch directly to each other (`yield_direct`); the one
+        // that switched back is the worker's current thread.
+        self.after_switch(w, w.current.get());
     }
 
     /// Gives a thread that runs for the first time its stack and initial context.
