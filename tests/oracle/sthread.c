@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +117,11 @@ int sthread_join(int id, void **retval) {
 
 void sthread_exit(void *val) {
     pthread_exit(val);
+}
+
+/* Under OS threads, as in the runtime: let another thread run. */
+void sthread_yield(void) {
+    sched_yield();
 }
 
 void *sthread_mutex_create(void) {

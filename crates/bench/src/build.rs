@@ -185,6 +185,16 @@ pub struct Sources {
     pub cmm_options: Vec<String>,
 }
 
+/// The `cmm_options` that apply to the native back end too: `--threads` (the chunk size
+/// applies to the emission stage's chunked mechanisms only).
+fn native_options(options: &[String]) -> Vec<String> {
+    options
+        .windows(2)
+        .filter(|w| w[0] == "--threads")
+        .flat_map(|w| w.iter().cloned())
+        .collect()
+}
+
 /// Builds executables into one directory, once per (source, variant).
 pub struct Builder {
     root: PathBuf,
@@ -325,6 +335,7 @@ impl Builder {
             Toolchain::Native => run_build(
                 Command::new(&self.cmm)
                     .args(["compile", "--backend", "native", "--target", target.name()])
+                    .args(native_options(&sources.cmm_options))
                     .arg(&sources.cm)
                     .arg("-o")
                     .arg(exe),

@@ -77,6 +77,8 @@ pub struct Experiment {
     pub counts: Vec<Count>,
     /// "parameter: thesis value -> value here" lines.
     pub reductions: Vec<String>,
+    /// Environment variables of every run (all variants: C--, gcc and Go executables).
+    pub env: Vec<(String, String)>,
 }
 
 /// A one-off count made with a tool, once per executable at an experiment's first point.
@@ -147,6 +149,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     );
     list.push(Experiment {
         name: "summation_single",
+        env: Vec::new(),
         title: "Deep Summation, single-threaded",
         figures: "thesis figures 4.1, 4.2; paper figures 5, 6",
         sources: cm("summation_single.cm", Some("summation_single.go")),
@@ -178,6 +181,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let summation_multi = |name, title, figures, threads: Vec<u64>, thesis_threads: &str| {
         Experiment {
             name,
+            env: Vec::new(),
             title,
             figures,
             sources: cm("summation_multi.cm", Some("summation_multi.go")),
@@ -238,6 +242,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let repeat_threads: Vec<u64> = pick(size, vec![8, 64, 512, 1024], vec![8, 64, 512], vec![4]);
     list.push(Experiment {
         name: "summation_repeat",
+        env: Vec::new(),
         title: "Summation multi-threaded, repeated 10 times",
         figures: "paper figure 11",
         sources: cm("big_summation.cm", None),
@@ -290,6 +295,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let (big_threads, big_n): (u64, u64) = pick(size, (4, 1_000_000), (2, 500_000), (2, 10_000));
     list.push(Experiment {
         name: "big_summation",
+        env: Vec::new(),
         title: "Big Summation: frame size",
         figures: "paper figure 12",
         sources: cm("big_summation.cm", None),
@@ -350,6 +356,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     ));
     list.push(Experiment {
         name: "tree_single",
+        env: Vec::new(),
         title: "Unbalanced Binary Tree, single-threaded",
         figures: "thesis figures 4.5, 4.6; paper figure 7",
         sources: cm("tree_single.cm", Some("tree.go")),
@@ -389,6 +396,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         }
         Experiment {
             name,
+            env: Vec::new(),
             title,
             figures,
             sources: cm("tree_multi.cm", Some("tree.go")),
@@ -491,6 +499,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let iterations: Vec<u64> = pick(size, vec![10, 50, 100], vec![10, 40], vec![2]);
     list.push(Experiment {
         name: "realworld_single",
+        env: Vec::new(),
         title: "\"Real World\", single-threaded",
         figures: "thesis figures 4.9, 4.10",
         sources: cm("realworld_single.cm", None),
@@ -528,6 +537,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let realworld_multi =
         |name, title, figures, threads: Vec<u64>, work: (u64, u64), note| Experiment {
             name,
+            env: Vec::new(),
             title,
             figures,
             sources: cm("realworld_multi.cm", None),
@@ -600,6 +610,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     );
     list.push(Experiment {
         name: "quicksort",
+        env: Vec::new(),
         title: "Quicksort, single-threaded",
         figures: "paper figure 8",
         sources: cm("quicksort.cm", None),
@@ -639,6 +650,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     );
     list.push(Experiment {
         name: "call_depth",
+        env: Vec::new(),
         title: "ns per call against recursion depth (why callee-cleanup beats traditional deep down)",
         figures: "explains paper section 6.1 (\"surprisingly\")",
         sources: Sources {
@@ -677,6 +689,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         pick(size, (30_000, 1_000), (30_000, 200), (1_000, 10));
     list.push(Experiment {
         name: "unwind_call",
+        env: Vec::new(),
         title: "A C call every 8192 levels while a deep recursion unwinds",
         figures: "the cost the lookahead underflow avoids by making no call (ARCHITECTURE.md)",
         sources: Sources {
@@ -714,6 +727,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let pairs: u64 = pick(size, 500_000, 100_000, 20_000);
     list.push(Experiment {
         name: "hot_split",
+        env: Vec::new(),
         title: "Cost of one overflow and underflow (the hot split)",
         figures: "thesis 3.4.3 / paper section 4 (the cost the chunked mechanisms add)",
         sources: Sources {
@@ -753,6 +767,73 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         shape: Shape::HotSplit,
         counts: vec![Count::Syscalls],
         reductions: vec![format!("{pairs} overflow-underflow pairs per run")],
+    });
+    // --- Green threads (`--threads green`; not in the thesis) ---
+    let green_sources = |file: &str, go_file: &str| Sources {
+        cm: root.join("tests/green").join(file),
+        go: go(go_file),
+        cmm_options: strings(&["--threads", "green"]),
+    };
+    let yields: u64 = pick(size, 20_000_000, 5_000_000, 100_000);
+    list.push(Experiment {
+        name: "green_yield",
+        env: vec![
+            ("STACKRT_WORKERS".into(), "1".into()),
+            ("GOMAXPROCS".into(), "1".into()),
+        ],
+        title: "Context switch: two threads yielding to each other",
+        figures: "none (green threads, issue 12): sthread_yield ping-pong on one worker, Go's runtime.Gosched on one P, gcc with OS threads and sched_yield",
+        sources: green_sources("yield_pingpong.cm", "yield_pingpong.go"),
+        x_label: "yields per thread",
+        log_x: false,
+        points: vec![Point {
+            x: yields as f64,
+            args: vec![yields.to_string()],
+            probe: None,
+            threads: 2,
+            work: Some(2.0 * yields as f64),
+        }],
+        mechanisms: Mechanisms::All,
+        gcc: vec![GccLevel::O2NoSibling],
+        native: true,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::PerUnit,
+        counts: vec![],
+        reductions: vec![],
+    });
+    let alive: Vec<u64> = pick(
+        size,
+        vec![10_000, 100_000, 1_000_000],
+        vec![10_000, 100_000],
+        vec![1_000],
+    );
+    list.push(Experiment {
+        name: "green_alive",
+        env: Vec::new(),
+        title: "Many threads alive at once, each 100 levels deep",
+        figures: "none (green threads, issue 12): time and peak memory of N threads that recurse 100 levels, wait for each other and unwind, against Go goroutines and OS threads",
+        sources: green_sources("alive.cm", "alive.go"),
+        x_label: "threads",
+        log_x: true,
+        points: alive
+            .iter()
+            .map(|&n| Point {
+                x: n as f64,
+                args: vec![n.to_string(), "100".into()],
+                probe: None,
+                threads: n,
+                work: None,
+            })
+            .collect(),
+        mechanisms: Mechanisms::All,
+        gcc: vec![GccLevel::O2NoSibling],
+        native: true,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::Curve,
+        counts: vec![],
+        reductions: vec![],
     });
     list
 }

@@ -245,7 +245,7 @@ impl Session<'_> {
     }
 
     fn invocation(&self, e: &Experiment, v: &Variant, exe: &Path, args: &[String]) -> Invocation {
-        let mut env = Vec::new();
+        let mut env = e.env.clone();
         if v.is_cmm() {
             env.push(("STACKRT_STATS".to_string(), "1".to_string()));
         }

@@ -494,8 +494,16 @@ impl Sched {
                 DEFAULT_FIXED_STACK
             };
             let stack = Stack::new(size).unwrap_or_else(|e| {
+                let why = if e == nix::Error::ENOMEM {
+                    " (out of memory, or of the kernel's memory mappings: each fixed stack \
+                     with its guard page takes two of vm.max_map_count; --mech lookahead \
+                     needs none per thread)"
+                } else {
+                    ""
+                };
                 fail(&format!(
-                    "sthread_create: cannot map a stack of {size} bytes for green thread {}: {e}",
+                    "sthread_create: cannot map a stack of {size} bytes for green thread {}: \
+                     {e}{why}",
                     g.handle
                 ))
             });
