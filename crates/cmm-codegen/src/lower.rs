@@ -65,7 +65,8 @@ pub struct LoweredProgram {
     pub functions: Vec<LoweredFunction>,
     /// One entry per extern, in `Program::externs` order (function index `functions.len() + j`).
     pub externs: Vec<ExternDecl>,
-    /// Data objects: globals, then string literals, then frame-size cells (data index = position).
+    /// Data objects: globals, then string literals, then frame-size cells (data index = position),
+    /// then `__cmm_threads` if the driver marked the program ([`mark_green_threads`]).
     pub data: Vec<DataObject>,
     /// Number of globals (`G`).
     pub num_globals: u32,
@@ -1067,4 +1068,29 @@ pub fn mark_green_threads(p: &mut LoweredProgram) {
         align: 4,
         kind: DataKind::Bytes(THREADS_GREEN.to_le_bytes().to_vec()),
     });
+}
+
+#[cfg(test)]
+mod thread_model_tests {
+    use super::*;
+
+    #[test]
+    fn green_threads_mark_is_the_runtimes_symbol() {
+        // Mirrored in stackrt::green::THREADS_SYMBOL / THREADS_GREEN (checked there too).
+        assert_eq!(THREADS_SYMBOL, "__cmm_threads");
+        assert_eq!(THREADS_GREEN, 1);
+        let mut p = LoweredProgram {
+            pointer_type: types::I64,
+            functions: Vec::new(),
+            externs: Vec::new(),
+            data: Vec::new(),
+            num_globals: 0,
+            num_strings: 0,
+        };
+        mark_green_threads(&mut p);
+        assert_eq!(p.data.len(), 1);
+        assert_eq!(p.data[0].symbol, "__cmm_threads");
+        assert!(p.data[0].exported && !p.data[0].writable);
+        assert_eq!(p.data[0].kind, DataKind::Bytes(vec![1, 0, 0, 0]));
+    }
 }

@@ -335,8 +335,12 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
 ///
 /// # Safety
 /// The calling thread's frames must need no cleanup (C-- frames never do): they are abandoned.
+///
+/// `C-unwind`: under OS threads `pthread_exit` unwinds the thread (a forced unwind) through
+/// this very frame, which an `extern "C"` frame would turn into an abort when the runtime is
+/// built with `panic = "unwind"`.
 #[no_mangle]
-pub unsafe extern "C" fn sthread_exit(val: *mut c_void) -> ! {
+pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
     if green::enabled() {
         green::exit_current(val as usize)
     }

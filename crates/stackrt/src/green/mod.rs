@@ -70,3 +70,13 @@ pub fn program_threads() -> u32 {
 pub fn supports_abi(abi: u32) -> bool {
     crate::mech::is_fixed_stack_abi(abi) || abi == crate::abi::ABI_LOOKAHEAD
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn threads_symbol_is_the_compilers() {
+        // Mirrored in cmm_codegen::lower::THREADS_SYMBOL / THREADS_GREEN (checked there too).
+        assert_eq!(super::THREADS_SYMBOL, "__cmm_threads");
+        assert_eq!(super::THREADS_GREEN, 1);
+    }
+}
