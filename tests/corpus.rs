@@ -34,53 +34,59 @@ struct Config {
     chunk_size: Option<u32>,
     /// `--threads green` (else the default, OS threads).
     green: bool,
+    /// `STACKRT_SCHED` of every run (green threads' deterministic scheduler).
+    sched: Option<&'static str>,
 }
 
 /// Every configuration the corpus runs in. Add one line per new back end / mechanism / target.
 #[rustfmt::skip]
 const CONFIGS: &[Config] = &[
-    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: false },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: false },
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: false, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: false, sched: None },
     // The smallest chunk size accepted: many overflows and underflows, and every extern call
     // (8 KiB budget) and any frame over the 4 KiB chunk's capacity reserves more than a
     // standard chunk holds, so it runs on a larger chunk the runtime links for it.
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: false },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: false, sched: None },
     // MMU: the default chunk size (1 MiB on x86-64, 128 KiB on i686) and the smallest (a guard
     // fault every few calls; every C call's probes reach past a 4 KiB chunk into a larger one).
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096), green: false },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096), green: false },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: false },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: false },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: false, sched: None },
     // Heap: the default 64 KiB slabs and the smallest (a new slab every few dozen frames, and
     // blocks of the larger classes on slabs the runtime sizes for them); and the thesis's
     // malloc variant.
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096), green: false },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: false },
-    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false },
-    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None },
     // Green threads (`--threads green`, two workers as on a 2-CPU machine): the fixed-stack
     // conventions and lookahead, with default and smallest chunks.
-    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true },
-    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true },
-    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true },
-    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: true },
-    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: true },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: true },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: true },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: true },
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: true, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: true, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: true, sched: None },
+    // The deterministic scheduler (one worker, every decision from the seed): the programs'
+    // output does not depend on the interleaving, so any seed must give the oracle's.
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: Some("random:7") },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: Some("pct:7:3") },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.
@@ -94,10 +100,10 @@ impl Config {
             None => format!("{}-{}-{}", self.backend, self.mech, self.target),
             Some(c) => format!("{}-{}-{}-chunk{c}", self.backend, self.mech, self.target),
         };
-        if self.green {
-            base + "-green"
-        } else {
-            base
+        match (self.green, self.sched) {
+            (true, Some(sched)) => format!("{base}-green-{}", sched.replace(':', "")),
+            (true, None) => base + "-green",
+            _ => base,
         }
     }
 
@@ -220,13 +226,19 @@ enum Outcome {
 
 /// Runs `exe` with `args` in `dir`, stdout and stderr to files; returns the expected-file text
 /// and stderr.
-fn run_program(exe: &Path, args: &[String], dir: &Path) -> Result<(String, String), String> {
+fn run_program(
+    exe: &Path,
+    args: &[String],
+    dir: &Path,
+    sched: Option<&str>,
+) -> Result<(String, String), String> {
     let out_path = dir.join("stdout");
     let err_path = dir.join("stderr");
     let stdout = fs::File::create(&out_path).map_err(|e| format!("create stdout file: {e}"))?;
     let stderr = fs::File::create(&err_path).map_err(|e| format!("create stderr file: {e}"))?;
     let mut child = Command::new(exe)
         .args(args)
+        .envs(sched.map(|s| ("STACKRT_SCHED", s)))
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(stdout)
@@ -378,7 +390,7 @@ fn check_program(program: &Program, config: Config, work: &Path) -> Vec<String> 
                 continue;
             }
         };
-        match run_program(&exe, &variant.args, &dir) {
+        match run_program(&exe, &variant.args, &dir, config.sched) {
             Err(e) => failures.push(format!("{run_label}: {e}")),
             Ok((actual, stderr)) if actual != expected => {
                 let mut msg = format!(
