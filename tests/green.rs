@@ -251,6 +251,38 @@ fn misuse_is_reported() {
     );
 }
 
+/// A green thread that overflows its fixed stack is reported as such, naming the green thread,
+/// and the process dies with SIGSEGV, as an OS thread's overflow is.
+#[test]
+fn fixed_stack_overflow_names_the_green_thread() {
+    use std::os::unix::process::ExitStatusExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        for mech in ["traditional", "callee-cleanup"] {
+            let exe = build("tests/green/errors.cm", dir.path(), mech, target);
+            let mut cmd = Command::new(&exe);
+            cmd.arg("overflow");
+            let o = run_within(cmd, common::CRASH_DEADLINE * 5, "overflow");
+            assert_eq!(o.status.signal(), Some(libc_sigsegv()), "{mech} {target}");
+            common::assert_one_line(
+                &o,
+                "green thread 1 (tid",
+                &format!("{mech} {target} overflow"),
+            );
+            assert!(
+                text(&o.stderr).contains("overflowed its fixed stack of 65536 bytes"),
+                "{mech} {target}: {}",
+                text(&o.stderr)
+            );
+        }
+    }
+}
+
+/// `SIGSEGV`'s number on Linux.
+fn libc_sigsegv() -> i32 {
+    11
+}
+
 /// Bad settings get one line and status 1 before the program runs; unsupported combinations
 /// are refused by the compiler.
 #[test]

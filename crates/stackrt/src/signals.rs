@@ -55,6 +55,8 @@ thread_local! {
     static FIXED_STACK: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
     /// Whether this is the program's main thread.
     static IS_MAIN: Cell<bool> = const { Cell::new(false) };
+    /// The handle of the green thread this worker runs (`--threads green`; 0 is `main`), or -1.
+    static GREEN_HANDLE: Cell<i32> = const { Cell::new(-1) };
     /// This thread's alternate signal stack mapping (base, length), or (0, 0).
     static ALT_STACK: AltStack = const { AltStack(Cell::new((0, 0))) };
 }
@@ -146,6 +148,20 @@ pub fn thread_setup(fixed: bool, main: bool) {
     if fixed {
         FIXED_STACK.with(|f| f.set(current_stack().unwrap_or((0, 0))));
     }
+}
+
+/// Records, on a green-thread worker, the green thread it is about to run: its handle (0 for
+/// `main`) and its fixed stack as (lowest usable address, size), or (0, 0) on chunks; the crash
+/// reports name it and recognise an overflow of its stack.
+pub fn set_running_green(handle: i32, fixed_stack: (usize, usize)) {
+    GREEN_HANDLE.with(|g| g.set(handle));
+    IS_MAIN.with(|m| m.set(handle == 0));
+    FIXED_STACK.with(|f| f.set(fixed_stack));
+}
+
+/// The calling thread's fixed stack as recorded by [`thread_setup`], or (0, 0).
+pub fn fixed_stack() -> (usize, usize) {
+    FIXED_STACK.with(|f| f.get())
 }
 
 /// The calling thread's stack as (lowest usable address, size), from `pthread_getattr_np`.
@@ -271,8 +287,10 @@ fn report(addr: usize, pc: usize, sp: usize, why: mmu::Crash, chunk: Option<Chun
     use core::fmt::Write;
     let mut buf = StackBuf::<512>::new();
     let tid = gettid();
+    let green = GREEN_HANDLE.with(|g| g.get());
     let _ = match crate::chunk::global::thread_number() {
         _ if IS_MAIN.with(|m| m.get()) => write!(buf, "stackrt: main thread (tid {tid})"),
+        _ if green > 0 => write!(buf, "stackrt: green thread {green} (tid {tid})"),
         Some(n) => write!(buf, "stackrt: thread {n} (tid {tid})"),
         None => write!(buf, "stackrt: thread (tid {tid})"),
     };

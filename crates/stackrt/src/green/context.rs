@@ -111,6 +111,12 @@ impl Stack {
     pub fn top(&self) -> usize {
         self.base + self.len
     }
+
+    /// The usable part as (lowest address, size): everything above the guard page.
+    pub fn usable(&self) -> (usize, usize) {
+        let page = crate::chunk::header::page_size();
+        (self.base + page, self.len - page)
+    }
 }
 
 impl Drop for Stack {

@@ -74,8 +74,9 @@ enum GreenStack {
     Block(usize, usize),
     /// A guarded fixed stack.
     Fixed(Stack),
-    /// The main OS thread's own stack (the program's `main`).
-    Native,
+    /// The main OS thread's own stack (the program's `main`): its bounds as recorded for the
+    /// crash reports, (0, 0) if unknown.
+    Native((usize, usize)),
 }
 
 /// Join bookkeeping of a green thread, under its `join` lock.
@@ -305,7 +306,7 @@ pub fn start(abi: u32) -> &'static Green {
     let main = Box::leak(Box::new(Green::new(0, 0, 0, 0)));
     main.started.set(true);
     // SAFETY: nothing else refers to the fresh record yet.
-    unsafe { *main.stack.get() = GreenStack::Native };
+    unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
     let w0 = &s.workers[0];
     WORKER.with(|w| w.set(w0));
     w0.current.set(main);
@@ -327,6 +328,18 @@ pub fn start(abi: u32) -> &'static Green {
 }
 
 impl Green {
+    /// Tells the crash reports which thread the calling worker is about to run.
+    fn announce(&self) {
+        // SAFETY: the stack slot is set before the thread first runs and changes only when it
+        // has ended; the worker switching to it owns it now.
+        let fixed = match unsafe { &*self.stack.get() } {
+            GreenStack::Fixed(s) => s.usable(),
+            GreenStack::Native(bounds) => *bounds,
+            GreenStack::Block(..) | GreenStack::None => (0, 0),
+        };
+        crate::signals::set_running_green(self.handle, fixed);
+    }
+
     fn new(handle: c_int, fp: usize, arg: usize, stack_request: c_int) -> Green {
         Green {
             sp: UnsafeCell::new(0),
@@ -460,6 +473,7 @@ impl Sched {
         if self.count_stats {
             self.stats.switches.fetch_add(1, Relaxed);
         }
+        gr.announce();
         // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
         // context of a suspended thread (prepared above or saved by its last switch out).
         unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
@@ -552,7 +566,7 @@ impl Sched {
                 self.blocks.give(unsafe { &mut *w.blocks.get() }, size, b);
             }
             GreenStack::Fixed(stack) => drop(stack),
-            GreenStack::Native | GreenStack::None => {}
+            GreenStack::Native(_) | GreenStack::None => {}
         }
         g.join.lock();
         // SAFETY: join_state is accessed under `join`.
@@ -657,6 +671,7 @@ fn yield_direct(s: &Sched) {
     if s.count_stats {
         s.stats.switches.fetch_add(1, Relaxed);
     }
+    nx.announce();
     w.current.set(next);
     w.pending.set(cur);
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
