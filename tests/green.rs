@@ -209,8 +209,9 @@ fn a_seed_search_finds_the_lost_update_and_the_trace_replays_it() {
     }
 }
 
-/// Misuse: joining oneself is EDEADLK; a deadlock under the deterministic scheduler is one
-/// line and status 70 (never a hang); a replay that no longer fits the program stops at the
+/// Misuse: joining oneself is EDEADLK; a deadlock (two threads waiting for each other) is one
+/// line and status 70, never a hang, with the deterministic scheduler and with the default
+/// workers; a replay that no longer fits the program stops at the
 /// first divergent decision; `main` ending with sthread_exit lets the other threads finish.
 #[test]
 fn misuse_is_reported() {
@@ -219,11 +220,16 @@ fn misuse_is_reported() {
         let exe = build("tests/green/errors.cm", dir.path(), "lookahead", target);
         let o = Command::new(&exe).arg("self-join").output().unwrap();
         assert_eq!(text(&o.stdout), "self-join returned 35\n", "{target}");
-        let mut cmd = Command::new(&exe);
-        cmd.arg("deadlock").env("STACKRT_SCHED", "random:1");
-        let o = run_within(cmd, Duration::from_secs(10), "deadlock");
-        assert_eq!(o.status.code(), Some(70), "{target}");
-        common::assert_one_line(&o, "deadlock: every green thread is blocked", "deadlock");
+        for sched in [Some("random:1"), None] {
+            let mut cmd = Command::new(&exe);
+            cmd.arg("deadlock");
+            if let Some(s) = sched {
+                cmd.env("STACKRT_SCHED", s);
+            }
+            let o = run_within(cmd, Duration::from_secs(10), "deadlock");
+            assert_eq!(o.status.code(), Some(70), "{target} {sched:?}");
+            common::assert_one_line(&o, "deadlock: every green thread is blocked", "deadlock");
+        }
         let o = Command::new(&exe)
             .arg("exit-main")
             .env("STACKRT_WORKERS", "1")

@@ -416,11 +416,25 @@ impl Sched {
 
     /// Waits until some queue may have a thread. A pusher that sees no sleeper has its push
     /// seen by the sleeper's re-check (both sides fence between their write and their read).
+    ///
+    /// When every worker is here with nothing queued, no thread runs and none can be woken
+    /// (wakes come from running threads): every alive thread waits for another, a deadlock,
+    /// reported in one line (status 70) instead of hanging.
     fn sleep(&self) {
         let guard = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        self.sleepers.fetch_add(1, SeqCst);
+        let sleeping = self.sleepers.fetch_add(1, SeqCst) + 1;
         fence(SeqCst);
         if self.queues.is_empty() {
+            if sleeping == self.workers.len() {
+                crate::threads::fail(
+                    &format!(
+                        "stackrt: deadlock: every green thread is blocked ({} alive, all \
+                         waiting for a join or a mutex)",
+                        self.alive.load(SeqCst)
+                    ),
+                    crate::chunk::FATAL_EXIT_STATUS,
+                );
+            }
             drop(self.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
         } else {
             drop(guard);
