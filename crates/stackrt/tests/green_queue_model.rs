@@ -1,7 +1,7 @@
 //! Model-based property test of the green scheduler's run queues (`stackrt::green::queue`):
-//! random create / yield / park / wake / exit / schedule sequences over a few workers, against
-//! a model that predicts every queue's exact contents, every steal (victim and the half that
-//! moves) and every thread's state. After every step: each live thread is in exactly one place
+//! random create / yield / direct yield / park / wake (to the front) / exit / schedule sequences
+//! over a few workers, against a model that predicts every queue's exact contents, every steal
+//! (victim and the half that moves) and every thread's state. After every step: each live thread is in exactly one place
 //! (running on one worker, queued once, or parked), and no thread runs on two workers.
 //!
 //! A second test runs real OS threads as workers against the queues concurrently: every green
@@ -23,8 +23,12 @@ enum Op {
     Yield(usize),
     /// The thread running on this worker blocks (a lock, a join).
     Park(usize),
-    /// A parked thread (index into the parked list) becomes ready on this worker.
+    /// A parked thread (index into the parked list) becomes ready on this worker, at the front
+    /// of its queue (it runs next, as the scheduler's wakes do).
     Wake(usize, usize),
+    /// The thread running on this worker yields directly to the front of the worker's own
+    /// queue (no stealing) and goes to the back; with nothing queued it keeps running.
+    DirectYield(usize),
     /// The thread running on this worker ends.
     Exit(usize),
     /// This worker, if idle, takes its next thread.
@@ -38,6 +42,7 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         2 => w.clone().prop_map(Op::Create),
         3 => w.clone().prop_map(Op::Yield),
+        3 => w.clone().prop_map(Op::DirectYield),
         1 => w.clone().prop_map(Op::Park),
         1 => (any::<usize>(), w.clone()).prop_map(|(i, w)| Op::Wake(i, w)),
         1 => w.clone().prop_map(Op::Exit),
@@ -136,8 +141,25 @@ fn run(ops: &[Op]) -> Result<(), String> {
             Op::Wake(i, w) => {
                 if !m.parked.is_empty() {
                     let t = m.parked.swap_remove(i % m.parked.len());
-                    q.push(w, t);
-                    m.queues[w].push_back(t);
+                    q.push_front(w, t);
+                    m.queues[w].push_front(t);
+                }
+            }
+            Op::DirectYield(w) => {
+                if let Some(t) = m.running[w] {
+                    let want = m.queues[w].pop_front();
+                    let got = q.pop_own(w);
+                    if got != want {
+                        return Err(format!(
+                            "step {n}: worker {w}'s own queue gave {got:?}, the model predicts \
+                             {want:?}"
+                        ));
+                    }
+                    if let Some(next) = got {
+                        m.running[w] = Some(next);
+                        q.push(w, t);
+                        m.queues[w].push_back(t);
+                    }
                 }
             }
             Op::Exit(w) => {
