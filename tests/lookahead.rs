@@ -523,11 +523,13 @@ fn many_deep_threads_wait_for_memory_instead_of_exhausting_it() {
         .and_then(|n| n.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("no peak bytes in use in {err}"));
     assert!(in_use <= 48 << 20, "{in_use} bytes in use: {err}");
-    // The threads wait once the chunks in use pass the soft limit (16 MiB). How many are deep
-    // at once is up to the OS scheduler: on a loaded machine they may never get there, and then
-    // no thread had to wait.
+    // The threads wait once the chunks in use pass the soft limit (16 MiB), except the holders
+    // of the growth tokens (one per CPU), which go on to the bottom of their spike (3.2 MB, at
+    // most 4 MiB with chunk ends). How many are deep at once is up to the OS scheduler: on a
+    // loaded machine only the token holders may have been, and then no thread had to wait.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
     assert!(
-        stat(&err, "waits for memory") > 0 || in_use <= 16 << 20,
+        stat(&err, "waits for memory") > 0 || in_use <= (16 << 20) + cpus * (4 << 20),
         "no thread waited although {in_use} bytes were in use: {err}"
     );
 }
