@@ -915,10 +915,9 @@ impl ThreadChain {
         self.worker.set(true);
     }
 
-    /// Exchanges the per-thread part of the chain with `state` (a green thread switching in or
-    /// out of this OS thread); the caches stay. Not while a handler of this chain runs.
-    pub fn swap_state(&self, state: &mut ChainState) {
-        let mine = ChainState {
+    /// The per-thread part of the chain.
+    fn save_state(&self) -> ChainState {
+        ChainState {
             id: self.id.get(),
             active: self.active.get(),
             top: self.top.get(),
@@ -927,42 +926,37 @@ impl ThreadChain {
             used_below: self.used_below.get(),
             grower: self.grower.get(),
             foreign_first: self.foreign_first.get(),
-        };
-        let theirs = core::mem::replace(state, mine);
-        self.id.set(theirs.id);
-        self.active.set(theirs.active);
-        self.top.set(theirs.top);
-        self.depth.set(theirs.depth);
-        self.chain_bytes.set(theirs.chain_bytes);
-        self.used_below.set(theirs.used_below);
-        self.grower.set(theirs.grower);
-        self.foreign_first.set(theirs.foreign_first);
+        }
+    }
+
+    /// Makes `state` the per-thread part of the chain (the OS thread's id stays).
+    fn load_state(&self, state: &ChainState) {
+        self.id.set(state.id);
+        self.active.set(state.active);
+        self.top.set(state.top);
+        self.depth.set(state.depth);
+        self.chain_bytes.set(state.chain_bytes);
+        self.used_below.set(state.used_below);
+        self.grower.set(state.grower);
+        self.foreign_first.set(state.foreign_first);
         if self.tid.get() == 0 {
             self.tid.set(super::msg::gettid());
         }
     }
 
+    /// Exchanges the per-thread part of the chain with `state` (a green thread switching in or
+    /// out of this OS thread); the caches stay. Not while a handler of this chain runs.
+    pub fn swap_state(&self, state: &mut ChainState) {
+        let mine = self.save_state();
+        self.load_state(state);
+        *state = mine;
+    }
+
     /// Saves the per-thread part of the chain in `save` and loads it from `load`: a direct
     /// switch from one green thread to another on this OS thread.
     pub fn switch_state(&self, save: &mut ChainState, load: &ChainState) {
-        *save = ChainState {
-            id: self.id.get(),
-            active: self.active.get(),
-            top: self.top.get(),
-            depth: self.depth.get(),
-            chain_bytes: self.chain_bytes.get(),
-            used_below: self.used_below.get(),
-            grower: self.grower.get(),
-            foreign_first: self.foreign_first.get(),
-        };
-        self.id.set(load.id);
-        self.active.set(load.active);
-        self.top.set(load.top);
-        self.depth.set(load.depth);
-        self.chain_bytes.set(load.chain_bytes);
-        self.used_below.set(load.used_below);
-        self.grower.set(load.grower);
-        self.foreign_first.set(load.foreign_first);
+        *save = self.save_state();
+        self.load_state(load);
     }
 
     /// Offers the memory from `low` up to the next [`ThreadChain::enter`]'s thread stack as its

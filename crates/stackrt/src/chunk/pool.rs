@@ -243,29 +243,22 @@ impl Default for BatchStack {
 // SAFETY: as for FreeList.
 unsafe impl Send for BatchStack {}
 
-/// A minimal test-and-test-and-set spin lock around a value; `sched_yield` after a few spins
-/// so a preempted holder gets the CPU on an oversubscribed machine.
-pub struct SpinLock<T> {
+/// A test-and-test-and-set spin lock without a value or a guard object; `sched_yield` after a
+/// few spins so a preempted holder gets the CPU on an oversubscribed machine. One thread may
+/// lock it and another unlock it (a parking green thread's lock is released by its worker,
+/// `crate::green::sched::park`).
+pub struct RawSpin {
     locked: AtomicBool,
-    value: UnsafeCell<T>,
 }
 
-// SAFETY: access to `value` is serialised by `locked` (acquire on lock, release on unlock).
-unsafe impl<T: Send> Sync for SpinLock<T> {}
-// SAFETY: moving the lock moves the value; no thread affinity.
-unsafe impl<T: Send> Send for SpinLock<T> {}
-
-impl<T> SpinLock<T> {
-    pub const fn new(value: T) -> Self {
-        SpinLock {
+impl RawSpin {
+    pub const fn new() -> Self {
+        RawSpin {
             locked: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
         }
     }
 
-    /// Runs `f` with exclusive access to the value. `f` must not block or call back into code
-    /// that takes this lock.
-    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+    pub fn lock(&self) {
         let mut spins = 0u32;
         while self
             .locked
@@ -282,9 +275,46 @@ impl<T> SpinLock<T> {
                 }
             }
         }
+    }
+
+    /// Releases the lock, which the caller (or the thread it acts for) holds.
+    pub fn unlock(&self) {
+        self.locked.store(false, Ordering::Release);
+    }
+}
+
+impl Default for RawSpin {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A [`RawSpin`] around a value.
+pub struct SpinLock<T> {
+    lock: RawSpin,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: access to `value` is serialised by `lock` (acquire on lock, release on unlock).
+unsafe impl<T: Send> Sync for SpinLock<T> {}
+// SAFETY: moving the lock moves the value; no thread affinity.
+unsafe impl<T: Send> Send for SpinLock<T> {}
+
+impl<T> SpinLock<T> {
+    pub const fn new(value: T) -> Self {
+        SpinLock {
+            lock: RawSpin::new(),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Runs `f` with exclusive access to the value. `f` must not block or call back into code
+    /// that takes this lock.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        self.lock.lock();
         // SAFETY: the lock is held, so this is the only reference to the value until unlock.
         let r = f(unsafe { &mut *self.value.get() });
-        self.locked.store(false, Ordering::Release);
+        self.lock.unlock();
         r
     }
 }

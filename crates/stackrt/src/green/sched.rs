@@ -257,7 +257,7 @@ pub fn start(abi: u32) -> &'static Green {
     let chunked = abi == crate::abi::ABI_LOOKAHEAD;
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
-    let workers: Box<[Worker]> = (0..n)
+    let mut workers: Box<[Worker]> = (0..n)
         .map(|i| Worker {
             index: i,
             sched_sp: UnsafeCell::new(0),
@@ -268,7 +268,6 @@ pub fn start(abi: u32) -> &'static Green {
             _sched_stack: None,
         })
         .collect();
-    let mut workers = workers;
     let top = sched_stack.top();
     workers[0]._sched_stack = Some(sched_stack);
     // SAFETY: the top of worker 0's fresh scheduler stack, used by nothing else.

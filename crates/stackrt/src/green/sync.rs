@@ -1,59 +1,14 @@
-//! Synchronisation of green threads: a raw spin lock that one OS thread may lock and another
-//! unlock (a parking thread's lock is released by its worker after the switch, see
-//! [`super::sched::park`]), and the green mutex behind `sthread_mutex_*` under `--threads
+//! Synchronisation of green threads: the chunk pool's raw spin lock ([`RawSpin`], which one OS
+//! thread may lock and another unlock: a parking thread's lock is released by its worker after
+//! the switch, see [`super::sched::park`]), and the green mutex behind `sthread_mutex_*` under `--threads
 //! green`: a waiting thread parks and its worker runs another; unlock hands the mutex to the
 //! longest waiter (FIFO), so a program's schedule does not depend on who wins a race.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, Ordering};
 use std::collections::VecDeque;
 
 use super::sched::{self, Green};
-
-/// A test-and-test-and-set spin lock without a guard object. Held for a few instructions, or
-/// across a switch by a parking thread until its worker releases it.
-pub struct RawSpin {
-    locked: AtomicBool,
-}
-
-impl RawSpin {
-    pub const fn new() -> Self {
-        RawSpin {
-            locked: AtomicBool::new(false),
-        }
-    }
-
-    pub fn lock(&self) {
-        let mut spins = 0u32;
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            while self.locked.load(Ordering::Relaxed) {
-                spins += 1;
-                if spins < 64 {
-                    core::hint::spin_loop();
-                } else {
-                    // SAFETY: sched_yield has no preconditions.
-                    unsafe { libc::sched_yield() };
-                }
-            }
-        }
-    }
-
-    /// Releases the lock; the caller (or the worker of the thread that parked holding it)
-    /// holds it.
-    pub fn unlock(&self) {
-        self.locked.store(false, Ordering::Release);
-    }
-}
-
-impl Default for RawSpin {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub use crate::chunk::pool::RawSpin;
 
 struct MutexState {
     locked: bool,
