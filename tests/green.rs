@@ -1,5 +1,6 @@
 //! End-to-end tests of green threads (`cmm compile --threads green`): many threads alive at
-//! once, deep recursion in green threads on both targets, the deterministic scheduler
+//! once, deep recursion in green threads on both targets,
+//! preemption at checkpoints, the deterministic scheduler
 //! (`STACKRT_SCHED`: same seed same output and trace, replay, a lost update found by a seed
 //! search), misuse and configuration errors. Expected outputs come from formulas or are
 //! written here by hand; the corpus (tests/corpus.rs) runs every program under green threads.
@@ -102,9 +103,11 @@ fn green_threads_recurse_a_million_levels() {
             "lookahead",
             target,
         );
+        // Short time slices: threads are also preempted deep in their chains.
         let o = Command::new(&exe)
             .args(["4", "1000000"])
             .env("STACKRT_STATS", "1")
+            .env("STACKRT_TIMESLICE", "200us")
             .output()
             .unwrap();
         let err = text(&o.stderr);
@@ -206,6 +209,85 @@ fn a_seed_search_finds_the_lost_update_and_the_trace_replays_it() {
             let (again, _) = run_det(&exe, &format!("replay:{}", trace.display()), None);
             assert_eq!(again, out, "replay of {sched}");
         }
+    }
+}
+
+/// Preemption at checkpoints (tests/green/preempt.cm): spinners that never call the thread
+/// library keep computing until `main`, which needs the worker back, has seen each of them
+/// run. On one worker (and on two) the monitor's requests make them yield at a checkpoint;
+/// with preemption off the same run never ends. Both targets.
+#[test]
+fn spinning_threads_are_preempted_at_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build("tests/green/preempt.cm", dir.path(), "lookahead", target);
+        for workers in ["1", "2"] {
+            let mut cmd = Command::new(&exe);
+            cmd.arg("8")
+                .env("STACKRT_WORKERS", workers)
+                .env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "preempt");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {workers}: {err}");
+            assert_eq!(
+                text(&o.stdout),
+                "8 spinners stopped, 0 sums wrong\n",
+                "{target} {workers}"
+            );
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("stackrt: green threads:"))
+                .unwrap_or_else(|| panic!("no green statistics: {err}"));
+            let preemptions: u64 = line
+                .rsplit(", ")
+                .next()
+                .and_then(|p| p.strip_suffix(" preemptions"))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no preemption count: {line}"));
+            assert!(preemptions >= 1, "{target} {workers}: {line}");
+        }
+        // Without preemption the spinners keep the only worker: still running after 3 s.
+        let mut child = Command::new(&exe)
+            .arg("8")
+            .env("STACKRT_WORKERS", "1")
+            .env("STACKRT_TIMESLICE", "off")
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+        let ended = child.try_wait().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            ended.is_none(),
+            "{target}: ended without preemption: {ended:?}"
+        );
+    }
+}
+
+/// In the deterministic mode the checkpoints that enter the runtime are scheduling decisions:
+/// the spinners of tests/green/preempt.cm give the worker back there, the same seed gives the
+/// same trace, and the trace replays.
+#[test]
+fn deterministic_mode_decides_at_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build("tests/green/preempt.cm", dir.path(), "lookahead", target);
+        let t1 = dir.path().join(format!("p1-{target}"));
+        let t2 = dir.path().join(format!("p2-{target}"));
+        let (out1, rc1) = run_det(&exe, "random:5", Some(&t1));
+        let (out2, rc2) = run_det(&exe, "random:5", Some(&t2));
+        assert_eq!((rc1, rc2), (0, 0), "{target}: {out1}");
+        assert_eq!(out1, "4 spinners stopped, 0 sums wrong\n", "{target}");
+        assert_eq!(out2, out1, "{target}");
+        let trace1 = std::fs::read(&t1).unwrap();
+        assert_eq!(
+            trace1,
+            std::fs::read(&t2).unwrap(),
+            "{target}: traces differ"
+        );
+        let (out3, rc3) = run_det(&exe, &format!("replay:{}", t1.display()), None);
+        assert_eq!((rc3, out3), (0, out1), "{target}: replay");
     }
 }
 
@@ -315,6 +397,11 @@ fn bad_settings_are_refused() {
             "STACKRT_SCHED",
             "replay:/nonexistent/t",
             "cannot read /nonexistent/t",
+        ),
+        (
+            "STACKRT_TIMESLICE",
+            "fast",
+            "STACKRT_TIMESLICE=\"fast\": not a time slice",
         ),
         (
             "STACKRT_SCHED_TRACE",

@@ -56,6 +56,16 @@ pub const ABI_HEAP: u32 = 6;
 /// frame from a runtime call to `malloc` and one to `free`.
 pub const ABI_HEAP_MALLOC: u32 = 7;
 
+/// Label at the start of a `lookahead` program's compiled code (emitted by the compiler as a
+/// global symbol before the first function). Between it and [`CODE_END_SYMBOL`] (after every
+/// function and out-of-line stub) the chunk register always holds the running chunk's header:
+/// the green threads' preemption signal acts only on a pc in that range
+/// (`crate::green::preempt`).
+pub const CODE_BEGIN_SYMBOL: &str = "__cmm_code_begin";
+
+/// Label at the end of a `lookahead` program's compiled code, see [`CODE_BEGIN_SYMBOL`].
+pub const CODE_END_SYMBOL: &str = "__cmm_code_end";
+
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
 pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
 
@@ -110,6 +120,14 @@ mod tests {
     #[test]
     fn chunk_symbol_matches_chunk_runtime() {
         assert_eq!(CHUNK_SIZE_SYMBOL, crate::chunk::CHUNK_SIZE_SYMBOL);
+    }
+
+    #[test]
+    fn code_range_symbols_are_the_compilers() {
+        // Mirrored in cmm_codegen::emit::mech::lookahead::CODE_BEGIN_SYMBOL / CODE_END_SYMBOL
+        // (checked there too), and referenced by name in `green::preempt`'s weak references.
+        assert_eq!(CODE_BEGIN_SYMBOL, "__cmm_code_begin");
+        assert_eq!(CODE_END_SYMBOL, "__cmm_code_end");
     }
 
     #[test]

@@ -9,3 +9,4 @@ pub mod signals;
 pub mod start;
 pub mod stats;
 pub mod threads;
+mod weak;

@@ -182,18 +182,22 @@ fn current_stack() -> Option<(usize, usize)> {
 
 /// The registers the handler reads and writes, per architecture.
 #[cfg(target_arch = "x86_64")]
-mod regs {
+pub(crate) mod regs {
     /// `REG_RSP` and `REG_RIP` in `uc_mcontext.gregs`.
     pub const SP: usize = 15;
     pub const PC: usize = 16;
+    /// `REG_RBP`: the chunk register of the chunked mechanisms.
+    pub const CHUNK: usize = 10;
     pub const IS64: bool = true;
 }
 #[cfg(target_arch = "x86")]
-mod regs {
+pub(crate) mod regs {
     /// `REG_ESP` and `REG_EIP` in `uc_mcontext.gregs` (runtime-facts.md: writing `REG_UESP`
     /// has no effect on `sigreturn`).
     pub const SP: usize = 7;
     pub const PC: usize = 14;
+    /// `REG_EBP`: the chunk register of the chunked mechanisms.
+    pub const CHUNK: usize = 6;
     pub const IS64: bool = false;
 }
 

@@ -68,58 +68,17 @@ impl Drop for ExitGuard {
     }
 }
 
-// The chunk size symbol is weak: programs of the non-chunk mechanisms and the runtime's own
-// test binaries do not define it, and then the default applies. Rust has no stable weak
-// linkage, so a pointer to it is assembled here; it is null when the symbol is undefined.
-#[cfg(target_arch = "x86_64")]
-core::arch::global_asm!(
-    ".weak __cmm_chunk_size",
-    ".pushsection .data.rel.ro.stackrt_chunk_size_ref,\"aw\",@progbits",
-    ".balign 8",
-    ".globl stackrt_chunk_size_ref",
-    ".hidden stackrt_chunk_size_ref",
-    "stackrt_chunk_size_ref:",
-    ".quad __cmm_chunk_size",
-    ".popsection",
-    options(att_syntax)
+crate::weak::weak_symbol!(
+    /// Address of `__cmm_chunk_size` (weak: programs of the non-chunk mechanisms and the
+    /// runtime's own test binaries do not define it, and then the default applies), or 0.
+    fn chunk_size_symbol => "__cmm_chunk_size", stackrt_chunk_size_ref
 );
-#[cfg(target_arch = "x86")]
-core::arch::global_asm!(
-    ".weak __cmm_chunk_size",
-    ".pushsection .data.rel.ro.stackrt_chunk_size_ref,\"aw\",@progbits",
-    ".balign 4",
-    ".globl stackrt_chunk_size_ref",
-    ".hidden stackrt_chunk_size_ref",
-    "stackrt_chunk_size_ref:",
-    ".long __cmm_chunk_size",
-    ".popsection",
-    options(att_syntax)
-);
-
-#[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-extern "C" {
-    /// Address of `__cmm_chunk_size`, or null if the program does not define it.
-    static stackrt_chunk_size_ref: *const u32;
-}
 
 /// The chunk size the program was compiled with (`__cmm_chunk_size`), if it defines one.
 pub fn program_chunk_size() -> Option<usize> {
-    #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
-    {
-        // SAFETY: stackrt_chunk_size_ref is a pointer-sized word defined above, written only by
-        // the (dynamic) linker; when non-null it points at the program's 32-bit constant.
-        let p = unsafe { ptr::read_volatile(ptr::addr_of!(stackrt_chunk_size_ref)) };
-        if p.is_null() {
-            None
-        } else {
-            // SAFETY: a non-null reference is the address of the program's u32 symbol.
-            Some(unsafe { p.read() } as usize)
-        }
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "x86")))]
-    {
-        None
-    }
+    let p = chunk_size_symbol();
+    // SAFETY: a non-zero address is the program's u32 symbol.
+    (p != 0).then(|| unsafe { (p as *const u32).read() } as usize)
 }
 
 /// Parses a byte count: decimal digits with an optional binary suffix `K`, `M` or `G` (either
@@ -323,6 +282,16 @@ pub extern "C" fn stackrt_chunk_overflow(
     caller_sp: usize,
     reserve: usize,
 ) -> *mut ChunkHeader {
+    if crate::green::preempt::active() {
+        // May switch to another green thread and resume on another worker: the chain is
+        // found afresh below, out of line.
+        crate::green::preempt::at_checkpoint();
+    }
+    overflow_here(cur, caller_sp, reserve)
+}
+
+#[inline(never)]
+fn overflow_here(cur: *mut ChunkHeader, caller_sp: usize, reserve: usize) -> *mut ChunkHeader {
     let rt = runtime_or_fatal();
     CHAIN.with(|c| unwrap_or_fatal(c, c.overflow(rt, cur, caller_sp, reserve)))
 }
@@ -341,6 +310,15 @@ pub extern "C" fn stackrt_chunk_underflow(cur: *mut ChunkHeader) -> *mut ChunkHe
 /// budget. Returns `cur`.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_reclaim(cur: *mut ChunkHeader) -> *mut ChunkHeader {
+    if crate::green::preempt::active() {
+        // As in `stackrt_chunk_overflow`.
+        crate::green::preempt::at_checkpoint();
+    }
+    reclaim_here(cur)
+}
+
+#[inline(never)]
+fn reclaim_here(cur: *mut ChunkHeader) -> *mut ChunkHeader {
     let rt = runtime_or_fatal();
     CHAIN.with(|c| unwrap_or_fatal(c, c.reclaim(rt, cur)))
 }
@@ -350,6 +328,9 @@ pub extern "C" fn stackrt_chunk_reclaim(cur: *mut ChunkHeader) -> *mut ChunkHead
 /// stack. Calling it while running on a chunk, or twice, is a fatal error.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_thread_exit() {
+    if crate::green::preempt::active() {
+        crate::green::preempt::disarm();
+    }
     let rt = runtime_or_fatal();
     let sp = approx_sp();
     CHAIN.with(|c| {

@@ -33,11 +33,12 @@
 
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::context::{self, Stack};
 use super::det::{Det, Policy};
+use super::preempt;
 use super::queue::{RunQueues, Source};
 use super::stacks::{block_size, BlockCache, Blocks};
 use super::sync::RawSpin;
@@ -128,6 +129,13 @@ pub struct Worker {
     /// context is saved.
     pending: Cell<*const Green>,
     blocks: UnsafeCell<BlockCache>,
+    /// Odd while a green thread runs, even in the scheduler context; changes at every switch.
+    /// The preemption monitor reads it: unchanged and odd for a whole slice means one thread
+    /// kept the worker.
+    tick: AtomicUsize,
+    /// The worker's OS thread: kernel thread id and `pthread_t`, for the monitor.
+    tid: AtomicI32,
+    os_thread: AtomicUsize,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
 }
@@ -146,6 +154,8 @@ pub struct GreenStats {
     pub switches: AtomicU64,
     pub steals: AtomicU64,
     pub parks: AtomicU64,
+    /// Yields a preemption request forced at a checkpoint.
+    pub preemptions: AtomicU64,
 }
 
 /// The scheduler of the process.
@@ -255,6 +265,7 @@ pub fn start(abi: u32) -> &'static Green {
     // The deterministic mode runs every green thread on one worker.
     let n = if det.is_some() { 1 } else { worker_count() };
     let chunked = abi == crate::abi::ABI_LOOKAHEAD;
+    let slice = preempt::configure(chunked, det.is_some());
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
     let mut workers: Box<[Worker]> = (0..n)
@@ -265,6 +276,10 @@ pub fn start(abi: u32) -> &'static Green {
             after: Cell::new(After::None),
             pending: Cell::new(core::ptr::null()),
             blocks: UnsafeCell::new(BlockCache::default()),
+            // Worker 0 starts out running `main`.
+            tick: AtomicUsize::new(usize::from(i == 0)),
+            tid: AtomicI32::new(0),
+            os_thread: AtomicUsize::new(0),
             _sched_stack: None,
         })
         .collect();
@@ -307,6 +322,7 @@ pub fn start(abi: u32) -> &'static Green {
     // SAFETY: nothing else refers to the fresh record yet.
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
     let w0 = &s.workers[0];
+    w0.register_os_thread();
     WORKER.with(|w| w.set(w0));
     w0.current.set(main);
     if chunked {
@@ -323,7 +339,35 @@ pub fn start(abi: u32) -> &'static Green {
             ));
         }
     }
+    if let Some(slice) = slice {
+        let spawned = std::thread::Builder::new()
+            .name("stackrt-preempt".into())
+            .stack_size(64 * 1024)
+            .spawn(move || s.monitor(slice));
+        if let Err(e) = spawned {
+            fail(&format!(
+                "stackrt: cannot start the preemption monitor: {e}"
+            ));
+        }
+    }
     main
+}
+
+impl Worker {
+    /// Records the calling OS thread as this worker's, for the preemption monitor.
+    fn register_os_thread(&self) {
+        self.tid.store(crate::chunk::msg::gettid(), Relaxed);
+        self.os_thread
+            .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
+        preempt::thread_init();
+    }
+
+    /// Counts `by` switches in [`Worker::tick`] (only the worker's own thread writes it).
+    #[inline(always)]
+    fn bump_tick(&self, by: usize) {
+        self.tick
+            .store(self.tick.load(Relaxed).wrapping_add(by), Relaxed);
+    }
 }
 
 impl Green {
@@ -379,11 +423,30 @@ fn worker_os_thread(i: usize) {
         crate::chunk::global::set_worker();
     }
     let w = &s.workers[i];
+    w.register_os_thread();
     WORKER.with(|c| c.set(w));
     s.worker_loop(w)
 }
 
 impl Sched {
+    /// The preemption monitor (its own OS thread, `lookahead` only): once per `slice`, every
+    /// worker that has run one thread for the whole slice, and is not blocked in a system
+    /// call, is asked to preempt it at its next checkpoint ([`preempt`]).
+    fn monitor(&self, slice: std::time::Duration) -> ! {
+        let mut seen = vec![0usize; self.workers.len()];
+        loop {
+            std::thread::sleep(slice);
+            for (w, last) in self.workers.iter().zip(seen.iter_mut()) {
+                let tick = w.tick.load(Relaxed);
+                if tick % 2 == 1 && tick == *last && preempt::os_thread_running(w.tid.load(Relaxed))
+                {
+                    preempt::signal(w.os_thread.load(Relaxed) as libc::pthread_t);
+                }
+                *last = tick;
+            }
+        }
+    }
+
     fn worker_loop(&self, w: &Worker) -> ! {
         if let Some(d) = &self.det {
             loop {
@@ -487,6 +550,7 @@ impl Sched {
             self.stats.switches.fetch_add(1, Relaxed);
         }
         gr.announce();
+        w.bump_tick(1);
         // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
         // context of a suspended thread (prepared above or saved by its last switch out).
         unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
@@ -549,6 +613,7 @@ impl Sched {
     fn after_switch(&self, w: &Worker, g: *const Green) {
         // SAFETY: `g` just switched back to this worker and is not queued anywhere.
         let gr = unsafe { &*g };
+        w.bump_tick(1);
         let after = w.after.replace(After::None);
         if self.chunked {
             if after == After::Exit {
@@ -639,6 +704,9 @@ fn run_body(g: &Green) -> usize {
 /// Returns when the thread is resumed, possibly on another worker.
 #[inline(never)]
 fn switch_out(after: After) {
+    if preempt::active() {
+        preempt::disarm();
+    }
     let w = this_worker();
     let g = w.current.get();
     w.after.set(after);
@@ -666,6 +734,9 @@ fn complete_switch() {
 /// continues (the other workers serve their own queues).
 #[inline(never)]
 fn yield_direct(s: &Sched) {
+    if preempt::active() {
+        preempt::disarm();
+    }
     let w = this_worker();
     let Some(GreenPtr(next)) = s.queues.pop_own(w.index) else {
         return;
@@ -685,6 +756,7 @@ fn yield_direct(s: &Sched) {
         s.stats.switches.fetch_add(1, Relaxed);
     }
     nx.announce();
+    w.bump_tick(2);
     w.current.set(next);
     w.pending.set(cur);
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
@@ -718,6 +790,16 @@ pub fn yield_now() {
         return;
     }
     yield_direct(sched());
+}
+
+/// A preemption requested at a checkpoint ([`preempt::at_checkpoint`]): the thread yields as
+/// `sthread_yield` would.
+pub fn preempt_current() {
+    let s = sched();
+    if s.count_stats {
+        s.stats.preemptions.fetch_add(1, Relaxed);
+    }
+    yield_now();
 }
 
 /// A scheduling point of the deterministic mode (create, lock, unlock, join): the running
@@ -803,13 +885,14 @@ extern "C" fn print_stats_at_exit() {
     let _ = core::fmt::write(
         &mut buf,
         format_args!(
-            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks\n",
+            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} preemptions\n",
             s.workers.len(),
             st.created.load(Relaxed),
             st.peak_alive.load(Relaxed),
             st.switches.load(Relaxed),
             st.steals.load(Relaxed),
             st.parks.load(Relaxed),
+            st.preemptions.load(Relaxed),
         ),
     );
     buf.write_to_stderr();

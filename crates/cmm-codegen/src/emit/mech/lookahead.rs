@@ -194,6 +194,14 @@ pub const OVERFLOW_HANDLER_CMM: &str = "stackrt_lookahead_overflow_cmm";
 /// (`ecx` / `r11`) and the flags.
 pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
 
+/// Labels around the program's compiled code (every function and its out-of-line stubs;
+/// mirrors `stackrt::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
+/// register always holds the running chunk's header, which is what lets the runtime's
+/// preemption signal poison that chunk's limit (`stackrt::green::preempt`).
+pub const CODE_BEGIN_SYMBOL: &str = "__cmm_code_begin";
+/// See [`CODE_BEGIN_SYMBOL`]; placed in `.subsection 2`, after every slow path.
+pub const CODE_END_SYMBOL: &str = "__cmm_code_end";
+
 /// The chunk register's hardware encoding: `ebp`/`rbp` on both targets.
 pub const CHUNK_REGISTER: u8 = regs::RBP;
 
@@ -672,6 +680,7 @@ pub fn emit_program(
         plan.checkpoint_count()
     );
     out.push_str("\t.text\n");
+    let _ = writeln!(out, "\t.globl {CODE_BEGIN_SYMBOL}\n{CODE_BEGIN_SYMBOL}:");
     let mut frame_sizes = Vec::with_capacity(p.functions.len());
     let mut rodata = String::new();
     for printed in crate::emit::print_all(p, target, &mech)? {
@@ -679,6 +688,11 @@ pub fn emit_program(
         rodata.push_str(&printed.rodata);
         frame_sizes.push(printed.frame_size);
     }
+    // Subsections are laid out in order: the end label follows the slow paths of subsection 1.
+    let _ = writeln!(
+        out,
+        "\t.subsection 2\n\t.globl {CODE_END_SYMBOL}\n{CODE_END_SYMBOL}:\n\t.subsection 0"
+    );
     // The second pass must have printed the calls the plan was made for, in the same order.
     let second = mech.state.into_inner();
     if second.sites != first.sites || second.frames != first.frames {
@@ -705,6 +719,13 @@ mod tests {
             arg_bytes,
             return_label: "",
         }
+    }
+
+    #[test]
+    fn code_range_symbols_are_the_runtimes() {
+        // Mirrored in stackrt::abi::CODE_BEGIN_SYMBOL / CODE_END_SYMBOL (checked there too).
+        assert_eq!(CODE_BEGIN_SYMBOL, "__cmm_code_begin");
+        assert_eq!(CODE_END_SYMBOL, "__cmm_code_end");
     }
 
     /// The whole sequence of a checkpoint at a C-- call, line by line (module docs, listing).
