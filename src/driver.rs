@@ -106,12 +106,12 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
     if opts.threads == Threads::Green
         && !matches!(
             opts.mech,
-            Mech::Traditional | Mech::CalleeCleanup | Mech::Lookahead
+            Mech::Traditional | Mech::CalleeCleanup | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse
         )
     {
         return Err(DriverError::unsupported(format!(
-            "--threads green supports --mech traditional, callee-cleanup and lookahead; \
-             --mech {} runs with --threads os only for now",
+            "--threads green supports --mech traditional, callee-cleanup, lookahead, mmu and \
+             mmu-reuse; --mech {} runs with --threads os only for now",
             opts.mech.name()
         )));
     }

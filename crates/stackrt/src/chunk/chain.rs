@@ -478,7 +478,13 @@ impl Runtime {
             1
         };
         let size = self.config.class_size(k);
-        if !chain.grower.get() && self.held.load(Relaxed) >= self.config.soft_limit {
+        // A green-thread worker never waits: blocking it would also stop the green threads
+        // queued on it, which may be the ones to give memory back, and only as many green
+        // threads as workers run at once anyway.
+        if !chain.grower.get()
+            && !chain.worker.get()
+            && self.held.load(Relaxed) >= self.config.soft_limit
+        {
             self.wait_for_growth_token(chain);
         }
         let (list, hot_chunks) = self.take_from_pool(k, want);

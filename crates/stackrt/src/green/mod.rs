@@ -39,7 +39,10 @@ pub fn program_threads() -> u32 {
 /// Whether green threads run programs of convention `abi` (the others are refused at start
 /// with one line).
 pub fn supports_abi(abi: u32) -> bool {
-    crate::mech::is_fixed_stack_abi(abi) || abi == crate::abi::ABI_LOOKAHEAD
+    crate::mech::is_fixed_stack_abi(abi)
+        || abi == crate::abi::ABI_LOOKAHEAD
+        || abi == crate::abi::ABI_MMU
+        || abi == crate::abi::ABI_MMU_REUSE
 }
 
 #[cfg(test)]

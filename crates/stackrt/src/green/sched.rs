@@ -16,11 +16,12 @@
 //! # Stacks
 //!
 //! A green thread gets its stack when it first runs, not when it is created. Under the
-//! chunked mechanisms (`lookahead`) that is a block ([`super::stacks::block_size`]) whose lower
-//! part is the thread's first chunk (offered to the chunk runtime with
-//! `crate::chunk::global::offer_first_chunk`): it grows by linking the runtime's standard
-//! chunks, and its chain (a `ChainState`) is swapped into the worker's chunk runtime while it
-//! runs, so chunk caches stay per worker. Under the fixed-stack conventions it is a guarded
+//! chunked mechanisms that is a block ([`super::stacks::block_size`]); under `lookahead` its
+//! lower part is the thread's first chunk (offered to the chunk runtime with
+//! `crate::chunk::global::offer_first_chunk`), under `mmu`/`mmu-reuse` the first chunk is a
+//! guarded one of the runtime's. The thread grows by linking the runtime's standard chunks,
+//! and its chain (a `ChainState`) is swapped into the worker's chunk runtime while it runs, so
+//! chunk caches stay per worker. Under the fixed-stack conventions it is a guarded
 //! stack of the size `sthread_create` asked for (default [`DEFAULT_FIXED_STACK`]).
 //!
 //! # Thread-local storage and migration
@@ -161,7 +162,11 @@ pub struct GreenStats {
 /// The scheduler of the process.
 pub struct Sched {
     abi: u32,
+    /// The threads run on chunk chains (`lookahead`, `mmu`, `mmu-reuse`).
     chunked: bool,
+    /// A thread's stack block holds its first chunk (`lookahead`; the MMU mechanisms' first
+    /// chunk needs a guard page below it, so the chunk runtime provides it).
+    first_chunk_in_block: bool,
     queues: RunQueues<GreenPtr>,
     workers: Box<[Worker]>,
     idle: Mutex<()>,
@@ -264,8 +269,9 @@ pub fn start(abi: u32) -> &'static Green {
     }
     // The deterministic mode runs every green thread on one worker.
     let n = if det.is_some() { 1 } else { worker_count() };
-    let chunked = abi == crate::abi::ABI_LOOKAHEAD;
-    let slice = preempt::configure(chunked, det.is_some());
+    let lookahead = abi == crate::abi::ABI_LOOKAHEAD;
+    let chunked = lookahead || abi == crate::abi::ABI_MMU || abi == crate::abi::ABI_MMU_REUSE;
+    let slice = preempt::configure(lookahead, det.is_some());
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
     let mut workers: Box<[Worker]> = (0..n)
@@ -290,6 +296,7 @@ pub fn start(abi: u32) -> &'static Green {
     let s = Sched {
         abi,
         chunked,
+        first_chunk_in_block: lookahead,
         queues: RunQueues::new(n),
         workers,
         idle: Mutex::new(()),
@@ -565,7 +572,7 @@ impl Sched {
             // SAFETY: the entry of a C-- function of this program (`sthread_create`'s
             // contract) is preceded by its u32 stack need (the emission stage's layout).
             let need = unsafe { core::ptr::read_unaligned((g.fp - 8) as *const u32) } as usize;
-            let size = block_size(need);
+            let size = block_size(if self.first_chunk_in_block { need } else { 0 });
             // SAFETY: the worker's own cache, touched only on its OS thread.
             let cache = unsafe { &mut *w.blocks.get() };
             let b = self.blocks.take(cache, size).unwrap_or_else(|e| {
@@ -576,7 +583,9 @@ impl Sched {
             });
             // SAFETY: the thread is not running; its stack slot is the worker's to set.
             unsafe { *g.stack.get() = GreenStack::Block(b, size) };
-            crate::chunk::global::offer_first_chunk(b);
+            if self.first_chunk_in_block {
+                crate::chunk::global::offer_first_chunk(b);
+            }
             b + size
         } else {
             let size = if g.stack_request > 0 {
