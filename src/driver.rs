@@ -103,18 +103,6 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
         cmm_codegen::callgraph::validate_chunk_size(size as u64)
             .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
     }
-    if opts.threads == Threads::Green
-        && !matches!(
-            opts.mech,
-            Mech::Traditional | Mech::CalleeCleanup | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse
-        )
-    {
-        return Err(DriverError::unsupported(format!(
-            "--threads green supports --mech traditional, callee-cleanup, lookahead, mmu and \
-             mmu-reuse; --mech {} runs with --threads os only for now",
-            opts.mech.name()
-        )));
-    }
     match opts.backend {
         Backend::Emit if emit_mech(opts.mech, opts.chunk_size, opts.target).is_none() => {
             Err(DriverError::unsupported(format!(

@@ -73,7 +73,7 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false, sched: None },
     Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None },
     // Green threads (`--threads green`, two workers as on a 2-CPU machine): the fixed-stack
-    // conventions, lookahead with default and smallest chunks, and the MMU mechanisms.
+    // conventions, lookahead with default and smallest chunks, the MMU and heap mechanisms.
     Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None },
     Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None },
     Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: None },
@@ -87,6 +87,10 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: true, sched: None },
     Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: true, sched: None },
     Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: true, sched: None },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: true, sched: None },
+    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: true, sched: None },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: true, sched: None },
     // The deterministic scheduler (one worker, every decision from the seed): the programs'
     // output does not depend on the interleaving, so any seed must give the oracle's.
     Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: Some("random:7") },

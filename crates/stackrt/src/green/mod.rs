@@ -43,6 +43,8 @@ pub fn supports_abi(abi: u32) -> bool {
         || abi == crate::abi::ABI_LOOKAHEAD
         || abi == crate::abi::ABI_MMU
         || abi == crate::abi::ABI_MMU_REUSE
+        || abi == crate::abi::ABI_HEAP
+        || abi == crate::abi::ABI_HEAP_MALLOC
 }
 
 #[cfg(test)]

@@ -100,6 +100,8 @@ pub struct Green {
     started: Cell<bool>,
     stack: UnsafeCell<GreenStack>,
     chain: UnsafeCell<ChainState>,
+    /// The thread's C stack and entry block under the heap mechanisms.
+    heap: UnsafeCell<crate::mech::heap::HeapThreadState>,
     result: UnsafeCell<usize>,
     join: RawSpin,
     join_state: UnsafeCell<JoinState>,
@@ -164,6 +166,9 @@ pub struct Sched {
     abi: u32,
     /// The threads run on chunk chains (`lookahead`, `mmu`, `mmu-reuse`).
     chunked: bool,
+    /// The heap mechanisms: a thread's stack is its C stack, and its part of the heap state
+    /// (`HeapThreadState`) is swapped into the worker's TLS block while it runs.
+    heap: bool,
     /// A thread's stack block holds its first chunk (`lookahead`; the MMU mechanisms' first
     /// chunk needs a guard page below it, so the chunk runtime provides it).
     first_chunk_in_block: bool,
@@ -272,6 +277,10 @@ pub fn start(abi: u32) -> &'static Green {
     let lookahead = abi == crate::abi::ABI_LOOKAHEAD;
     let chunked = lookahead || abi == crate::abi::ABI_MMU || abi == crate::abi::ABI_MMU_REUSE;
     let slice = preempt::configure(lookahead, det.is_some());
+    let heap = abi == crate::abi::ABI_HEAP || abi == crate::abi::ABI_HEAP_MALLOC;
+    if heap {
+        crate::mech::heap::set_worker_mode();
+    }
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
     let mut workers: Box<[Worker]> = (0..n)
@@ -297,6 +306,7 @@ pub fn start(abi: u32) -> &'static Green {
         abi,
         chunked,
         first_chunk_in_block: lookahead,
+        heap,
         queues: RunQueues::new(n),
         workers,
         idle: Mutex::new(()),
@@ -328,6 +338,9 @@ pub fn start(abi: u32) -> &'static Green {
     main.started.set(true);
     // SAFETY: nothing else refers to the fresh record yet.
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
+    if heap {
+        crate::mech::heap::enter_worker();
+    }
     let w0 = &s.workers[0];
     w0.register_os_thread();
     WORKER.with(|w| w.set(w0));
@@ -400,6 +413,7 @@ impl Green {
             started: Cell::new(false),
             stack: UnsafeCell::new(GreenStack::None),
             chain: UnsafeCell::new(ChainState::new()),
+            heap: UnsafeCell::new(crate::mech::heap::HeapThreadState::default()),
             result: UnsafeCell::new(0),
             join: RawSpin::new(),
             join_state: UnsafeCell::new(JoinState {
@@ -428,6 +442,9 @@ fn worker_os_thread(i: usize) {
     crate::signals::thread_setup(crate::mech::is_fixed_stack_abi(s.abi), false);
     if s.chunked {
         crate::chunk::global::set_worker();
+    }
+    if s.heap {
+        crate::mech::heap::enter_worker();
     }
     let w = &s.workers[i];
     w.register_os_thread();
@@ -550,6 +567,10 @@ impl Sched {
             // SAFETY: the thread is switched out: nothing else uses its chain state.
             crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
         }
+        if self.heap {
+            // SAFETY: as above, for its heap state.
+            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap.get() });
+        }
         if !gr.started.get() {
             self.prepare(w, gr);
         }
@@ -588,7 +609,10 @@ impl Sched {
             }
             b + size
         } else {
-            let size = if g.stack_request > 0 {
+            let size = if self.heap {
+                // The C stack of C calls; frames are heap blocks.
+                crate::mech::lookahead::NATIVE_THREAD_STACK
+            } else if g.stack_request > 0 {
                 g.stack_request as usize
             } else {
                 DEFAULT_FIXED_STACK
@@ -630,6 +654,13 @@ impl Sched {
             }
             // SAFETY: the thread is switched out: nothing else uses its chain state.
             crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
+        }
+        if self.heap {
+            if after == After::Exit {
+                crate::mech::heap::exit_green_thread();
+            }
+            // SAFETY: as above, for its heap state.
+            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap.get() });
         }
         w.current.set(core::ptr::null());
         match after {
@@ -760,6 +791,10 @@ fn yield_direct(s: &Sched) {
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
         unsafe { crate::chunk::global::switch_chain(&mut *cr.chain.get(), &*nx.chain.get()) };
+    }
+    if s.heap {
+        // SAFETY: as above, for their heap states.
+        unsafe { crate::mech::heap::switch_thread_state(&mut *cr.heap.get(), &*nx.heap.get()) };
     }
     if s.count_stats {
         s.stats.switches.fetch_add(1, Relaxed);

@@ -434,6 +434,15 @@ pub extern "C" fn stackrt_heap_thread_enter(cstack: usize, need: usize) -> usize
     let t = tls();
     // SAFETY: only this thread touches its TLS block.
     let t = unsafe { &mut *t };
+    if WORKER_MODE.load(Relaxed) {
+        // A green thread, on a worker whose lists and slabs serve every thread it runs.
+        enter_worker();
+        t.cstack = cstack;
+        let top = alloc_block(t, need);
+        t.entry_top = top;
+        t.entry_size = need;
+        return top;
+    }
     if t.active != 0 {
         fatal(format_args!("thread entered heap code twice"));
     }
@@ -460,6 +469,9 @@ pub extern "C" fn stackrt_heap_thread_exit() {
     let t = tls();
     // SAFETY: only this thread touches its TLS block.
     let t = unsafe { &mut *t };
+    if WORKER_MODE.load(Relaxed) {
+        return end_green_thread(t);
+    }
     if MALLOC.load(Relaxed) && t.entry_top != 0 {
         free_block(t, t.entry_top, t.entry_size);
     }
@@ -519,6 +531,111 @@ pub fn write_report(out: &mut impl core::fmt::Write) -> core::fmt::Result {
         "stackrt:   peak frame bytes      {} of one thread",
         STATS.peak_bytes.load(Relaxed)
     )
+}
+
+/// Whether green threads run heap code (`--threads green`): each worker's TLS block (free
+/// lists, slabs, statistics) serves every green thread it runs and is never taken down; a
+/// green thread has only its C stack and entry block of its own ([`HeapThreadState`]).
+static WORKER_MODE: AtomicBool = AtomicBool::new(false);
+
+/// The chunk runtime's thread stack word of a worker's chain (16-byte aligned, 16 bytes).
+#[repr(C, align(16))]
+struct WorkerChainStack([u32; 4]);
+
+/// The part of the heap state that belongs to one green thread: its C stack's top and its
+/// entry function's block. Swapped into the worker's TLS block while the thread runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HeapThreadState {
+    cstack: usize,
+    entry_top: usize,
+    entry_size: usize,
+    /// Large (or, under `heap-malloc`, all) blocks the thread holds, and their bytes: the
+    /// stack limit is per thread.
+    general_live: usize,
+    general_bytes: usize,
+}
+
+/// Makes every worker's TLS block outlive the green threads it runs (see [`WORKER_MODE`]).
+/// Called before the first thread enters heap code.
+pub fn set_worker_mode() {
+    WORKER_MODE.store(true, Relaxed);
+}
+
+/// A green thread ends (its entry returned, or it called `sthread_exit`, with its state
+/// swapped in): its entry block goes back; the worker keeps its lists and slabs for the next
+/// threads. Nothing if the block went back already.
+fn end_green_thread(t: &mut HeapTls) {
+    if t.entry_top != 0 {
+        free_block(t, t.entry_top, t.entry_size);
+    }
+    t.entry_top = 0;
+    t.entry_size = 0;
+    // Workers never end: their counts go to the report as their threads end.
+    if crate::chunk::runtime().is_some_and(|rt| rt.config().count_stats) {
+        flush_stats(t);
+    }
+}
+
+/// [`end_green_thread`] for the thread whose state the calling worker holds.
+pub fn exit_green_thread() {
+    // SAFETY: as in `swap_thread_state`.
+    end_green_thread(unsafe { &mut *tls() });
+}
+
+/// Makes the calling green-thread worker ready for heap code: its lists, and slabs from a
+/// chunk chain of its own. Every worker does it before it runs a thread, since a thread that
+/// started elsewhere may move to it in the middle of heap code. Nothing if done already.
+pub fn enter_worker() {
+    // SAFETY: only this OS thread touches its TLS block.
+    let t = unsafe { &mut *tls() };
+    if t.active != 0 {
+        return;
+    }
+    EXIT_GUARD.with(|_| ());
+    // The chain outlives every green thread: its chunk runtime word (the reclaim budget at
+    // `T`) is one of the worker's own, not on a thread's C stack.
+    let chain_stack = Box::leak(Box::new(WorkerChainStack([0; 4]))).0.as_mut_ptr() as usize;
+    let h = crate::chunk::stackrt_chunk_thread_enter(chain_stack, 0);
+    t.bump = h as usize;
+    // SAFETY: the chain's first chunk, just linked.
+    t.bump_end = unsafe { (*h).limit };
+    t.active = 1;
+    if crate::chunk::runtime().is_some_and(|rt| rt.config().count_stats) {
+        STATS.used.store(true, Relaxed);
+    }
+}
+
+/// Exchanges the calling worker's per-thread heap state with `state` (a green thread's, before
+/// it runs and after it switched back).
+pub fn swap_thread_state(state: &mut HeapThreadState) {
+    // SAFETY: only this OS thread touches its TLS block, and no heap code runs on it now (the
+    // scheduler runs between threads).
+    let t = unsafe { &mut *tls() };
+    core::mem::swap(&mut t.cstack, &mut state.cstack);
+    core::mem::swap(&mut t.entry_top, &mut state.entry_top);
+    core::mem::swap(&mut t.entry_size, &mut state.entry_size);
+    core::mem::swap(&mut t.general_live, &mut state.general_live);
+    core::mem::swap(&mut t.general_bytes, &mut state.general_bytes);
+}
+
+/// Saves the calling worker's per-thread heap state in `save` and loads `load`'s (a direct
+/// switch between two green threads).
+pub fn switch_thread_state(save: &mut HeapThreadState, load: &HeapThreadState) {
+    // SAFETY: as in `swap_thread_state`: the switching thread is in the runtime, not in heap
+    // code.
+    let t = unsafe { &mut *tls() };
+    *save = HeapThreadState {
+        cstack: t.cstack,
+        entry_top: t.entry_top,
+        entry_size: t.entry_size,
+        general_live: t.general_live,
+        general_bytes: t.general_bytes,
+    };
+    t.cstack = load.cstack;
+    t.entry_top = load.entry_top;
+    t.entry_size = load.entry_size;
+    t.general_live = load.general_live;
+    t.general_bytes = load.general_bytes;
 }
 
 /// Makes the runtime use `malloc` and `free` for every frame (`heap-malloc`).
