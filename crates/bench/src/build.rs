@@ -67,9 +67,10 @@ impl GccLevel {
 /// How a variant's executable is made.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Toolchain {
-    /// `cmm compile --backend emit --mech MECH`.
+    /// `cmm compile --backend emit --mech MECH`, with `--threads green` if `green`.
     Cmm {
         mech: String,
+        green: bool,
     },
     /// `cmm compile --backend native` (x86-64, traditional calls only).
     Native,
@@ -93,7 +94,8 @@ impl Variant {
     /// The name used in tables, plots and `results.csv`.
     pub fn label(&self) -> String {
         match &self.tool {
-            Toolchain::Cmm { mech } => mech.clone(),
+            Toolchain::Cmm { mech, green: false } => mech.clone(),
+            Toolchain::Cmm { mech, green: true } => format!("{mech}, green threads"),
             Toolchain::Native => "native (Cranelift)".into(),
             Toolchain::Gcc(GccLevel::O0) => "gcc -O0".into(),
             Toolchain::Gcc(GccLevel::O2NoSibling) => "gcc -O2 -fno-sibling".into(),
@@ -106,7 +108,7 @@ impl Variant {
     /// True when the variant's threads need a stack-size argument big enough for their depth.
     pub fn fixed_stack(&self) -> bool {
         match &self.tool {
-            Toolchain::Cmm { mech } => FIXED_STACK_MECHS.contains(&mech.as_str()),
+            Toolchain::Cmm { mech, .. } => FIXED_STACK_MECHS.contains(&mech.as_str()),
             Toolchain::Native => true,
             Toolchain::Gcc(level) => *level != GccLevel::SplitStack,
             Toolchain::Go => false,
@@ -121,7 +123,8 @@ impl Variant {
     /// A file-name-safe key.
     pub fn file_key(&self) -> String {
         let tool = match &self.tool {
-            Toolchain::Cmm { mech } => format!("cmm-{mech}"),
+            Toolchain::Cmm { mech, green: false } => format!("cmm-{mech}"),
+            Toolchain::Cmm { mech, green: true } => format!("cmm-{mech}-green"),
             Toolchain::Native => "native".into(),
             Toolchain::Gcc(level) => format!("gcc-{level:?}"),
             Toolchain::Go => "go".into(),
@@ -323,11 +326,16 @@ impl Builder {
     ) -> Result<(), String> {
         let target = variant.target;
         match &variant.tool {
-            Toolchain::Cmm { mech } => run_build(
+            Toolchain::Cmm { mech, green } => run_build(
                 Command::new(&self.cmm)
                     .args(["compile", "--backend", "emit", "--mech", mech])
                     .args(["--target", target.name()])
                     .args(&sources.cmm_options)
+                    .args(if *green {
+                        &["--threads", "green"][..]
+                    } else {
+                        &[]
+                    })
                     .arg(&sources.cm)
                     .arg("-o")
                     .arg(exe),
@@ -418,14 +426,18 @@ mod tests {
             target: Target::I686,
             tool,
         };
-        assert!(v(Toolchain::Cmm {
-            mech: "traditional".into()
-        })
-        .fixed_stack());
-        assert!(!v(Toolchain::Cmm {
-            mech: "lookahead".into()
-        })
-        .fixed_stack());
+        for green in [false, true] {
+            assert!(v(Toolchain::Cmm {
+                mech: "traditional".into(),
+                green
+            })
+            .fixed_stack());
+            assert!(!v(Toolchain::Cmm {
+                mech: "lookahead".into(),
+                green
+            })
+            .fixed_stack());
+        }
         assert!(!v(Toolchain::Gcc(GccLevel::SplitStack)).fixed_stack());
         assert!(v(Toolchain::Gcc(GccLevel::O0)).fixed_stack());
         assert!(!v(Toolchain::Go).fixed_stack());

@@ -43,6 +43,8 @@ pub enum Mechanisms {
     All,
     /// Only mechanisms that grow the stack in chunks (the hot split exists only there).
     Chunked,
+    /// Only these mechanisms.
+    Listed(&'static [&'static str]),
 }
 
 /// How the report derives the experiment's headline numbers.
@@ -79,6 +81,9 @@ pub struct Experiment {
     pub reductions: Vec<String>,
     /// Environment variables of every run (all variants: C--, gcc and Go executables).
     pub env: Vec<(String, String)>,
+    /// Mechanisms also run with `--threads green` (a second variant each, beside the one on
+    /// OS threads).
+    pub green: &'static [&'static str],
 }
 
 /// A one-off count made with a tool, once per executable at an experiment's first point.
@@ -150,6 +155,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "summation_single",
         env: Vec::new(),
+        green: &[],
         title: "Deep Summation, single-threaded",
         figures: "thesis figures 4.1, 4.2; paper figures 5, 6",
         sources: cm("summation_single.cm", Some("summation_single.go")),
@@ -182,6 +188,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         Experiment {
             name,
             env: Vec::new(),
+        green: &[],
             title,
             figures,
             sources: cm("summation_multi.cm", Some("summation_multi.go")),
@@ -243,6 +250,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "summation_repeat",
         env: Vec::new(),
+        green: &[],
         title: "Summation multi-threaded, repeated 10 times",
         figures: "paper figure 11",
         sources: cm("big_summation.cm", None),
@@ -296,6 +304,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "big_summation",
         env: Vec::new(),
+        green: &[],
         title: "Big Summation: frame size",
         figures: "paper figure 12",
         sources: cm("big_summation.cm", None),
@@ -357,6 +366,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "tree_single",
         env: Vec::new(),
+        green: &[],
         title: "Unbalanced Binary Tree, single-threaded",
         figures: "thesis figures 4.5, 4.6; paper figure 7",
         sources: cm("tree_single.cm", Some("tree.go")),
@@ -397,6 +407,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         Experiment {
             name,
             env: Vec::new(),
+            green: &[],
             title,
             figures,
             sources: cm("tree_multi.cm", Some("tree.go")),
@@ -500,6 +511,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "realworld_single",
         env: Vec::new(),
+        green: &[],
         title: "\"Real World\", single-threaded",
         figures: "thesis figures 4.9, 4.10",
         sources: cm("realworld_single.cm", None),
@@ -538,6 +550,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         |name, title, figures, threads: Vec<u64>, work: (u64, u64), note| Experiment {
             name,
             env: Vec::new(),
+            green: &[],
             title,
             figures,
             sources: cm("realworld_multi.cm", None),
@@ -611,6 +624,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "quicksort",
         env: Vec::new(),
+        green: &[],
         title: "Quicksort, single-threaded",
         figures: "paper figure 8",
         sources: cm("quicksort.cm", None),
@@ -651,6 +665,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "call_depth",
         env: Vec::new(),
+        green: &[],
         title: "ns per call against recursion depth (why callee-cleanup beats traditional deep down)",
         figures: "explains paper section 6.1 (\"surprisingly\")",
         sources: Sources {
@@ -690,6 +705,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "unwind_call",
         env: Vec::new(),
+        green: &[],
         title: "A C call every 8192 levels while a deep recursion unwinds",
         figures: "the cost the lookahead underflow avoids by making no call (ARCHITECTURE.md)",
         sources: Sources {
@@ -728,6 +744,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "hot_split",
         env: Vec::new(),
+        green: &[],
         title: "Cost of one overflow and underflow (the hot split)",
         figures: "thesis 3.4.3 / paper section 4 (the cost the chunked mechanisms add)",
         sources: Sources {
@@ -768,6 +785,117 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         counts: vec![Count::Syscalls],
         reductions: vec![format!("{pairs} overflow-underflow pairs per run")],
     });
+    // --- Green threads against OS threads (issue 12): the multi-threaded thesis programs ---
+    let many: Vec<u64> = pick(
+        size,
+        vec![64, 1024, 100_000],
+        vec![64, 1024, 10_000],
+        vec![8, 64],
+    );
+    let both_threads: &[&str] = &["lookahead", "traditional"];
+    list.push(Experiment {
+        name: "green_summation",
+        env: Vec::new(),
+        green: both_threads,
+        title: "Summation multi-threaded: green threads against OS threads",
+        figures: "none (issue 12): thesis figure 4.4's program with up to 100,000 threads",
+        sources: cm("summation_multi.cm", Some("summation_multi.go")),
+        x_label: "threads",
+        log_x: true,
+        points: many
+            .iter()
+            .map(|&t| {
+                let depth = (sum_total / t).max(1);
+                Point {
+                    x: t as f64,
+                    args: vec![t.to_string(), depth.to_string(), STACK_TOKEN.into()],
+                    probe: Some(Probe {
+                        args: strings(&["1", DEPTH_TOKEN, STACK_TOKEN]),
+                        depth,
+                        small_depths: calibration,
+                    }),
+                    threads: t,
+                    work: Some((depth * t) as f64),
+                }
+            })
+            .collect(),
+        mechanisms: Mechanisms::Listed(both_threads),
+        gcc: vec![GccLevel::O2NoSibling],
+        native: false,
+        go: true,
+        main_stack: THREADED_MAIN_STACK,
+        shape: Shape::Curve,
+        counts: vec![],
+        reductions: vec![
+            format!(
+                "n (summed over all threads, n / threads each): thesis 100 million -> {sum_total}"
+            ),
+            format!(
+                "threads: {many:?} (OS threads stop at the kernel's thread limit, 32,768 here)"
+            ),
+        ],
+    });
+    // Every thread of tree_multi draws the same random sequence: 1 search is never a spike,
+    // 3 searches hold one spike.
+    let tree_points: Vec<(u64, u64)> = pick(
+        size,
+        vec![(64, tree_searches), (1024, 3), (100_000, 1)],
+        vec![(64, tree_searches), (1024, 3), (10_000, 1)],
+        vec![(8, tree_searches), (64, 3)],
+    );
+    list.push(Experiment {
+        name: "green_tree",
+        env: Vec::new(),
+        green: both_threads,
+        title: "Unbalanced Binary Tree multi-threaded: green threads against OS threads",
+        figures: "none (issue 12): thesis figure 4.8's program with up to 100,000 threads",
+        sources: cm("tree_multi.cm", Some("tree.go")),
+        x_label: "threads",
+        log_x: true,
+        points: tree_points
+            .iter()
+            .map(|&(t, per_thread)| Point {
+                x: t as f64,
+                args: vec![
+                    balanced.to_string(),
+                    unbalanced.to_string(),
+                    "0.3".into(),
+                    per_thread.to_string(),
+                    t.to_string(),
+                    STACK_TOKEN.into(),
+                ],
+                probe: Some(Probe {
+                    args: vec![
+                        "1000".into(),
+                        DEPTH_TOKEN.into(),
+                        "1.0".into(),
+                        "1".into(),
+                        "1".into(),
+                        STACK_TOKEN.into(),
+                    ],
+                    depth: unbalanced,
+                    small_depths: calibration,
+                }),
+                threads: t,
+                work: None,
+            })
+            .collect(),
+        mechanisms: Mechanisms::Listed(both_threads),
+        gcc: vec![GccLevel::O2NoSibling],
+        native: false,
+        go: true,
+        main_stack: THREADED_MAIN_STACK,
+        shape: Shape::Curve,
+        counts: vec![],
+        reductions: {
+            let mut r = tree_reduction.clone();
+            r.push(format!(
+                "(threads, searches per thread): thesis (64, 100) -> {tree_points:?} (a thread's searches are the same random sequence in every thread: 1 search is never a spike, 3 hold one)"
+            ));
+            r
+        },
+    });
+
     // --- Green threads (`--threads green`; not in the thesis) ---
     let green_sources = |file: &str, go_file: &str| Sources {
         cm: root.join("tests/green").join(file),
@@ -781,6 +909,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             ("STACKRT_WORKERS".into(), "1".into()),
             ("GOMAXPROCS".into(), "1".into()),
         ],
+        green: &[],
         title: "Context switch: two threads yielding to each other",
         figures: "none (green threads, issue 12): sthread_yield ping-pong on one worker, Go's runtime.Gosched on one P, gcc with OS threads and sched_yield",
         sources: green_sources("yield_pingpong.cm", "yield_pingpong.go"),
@@ -811,6 +940,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_alive",
         env: Vec::new(),
+        green: &[],
         title: "Many threads alive at once, each 100 levels deep",
         figures: "none (green threads, issue 12): time and peak memory of N threads that recurse 100 levels, wait for each other and unwind, against Go goroutines and OS threads",
         sources: green_sources("alive.cm", "alive.go"),

@@ -174,12 +174,26 @@ fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec
         for mech in mechanisms {
             let variant = Variant {
                 target,
-                tool: Toolchain::Cmm { mech: mech.clone() },
+                tool: Toolchain::Cmm {
+                    mech: mech.clone(),
+                    green: false,
+                },
             };
-            if e.mechanisms == Mechanisms::Chunked && variant.fixed_stack() {
-                continue;
+            match e.mechanisms {
+                Mechanisms::Chunked if variant.fixed_stack() => continue,
+                Mechanisms::Listed(only) if !only.contains(&mech.as_str()) => continue,
+                _ => {}
             }
             list.push(variant);
+            if e.green.contains(&mech.as_str()) {
+                list.push(Variant {
+                    target,
+                    tool: Toolchain::Cmm {
+                        mech: mech.clone(),
+                        green: true,
+                    },
+                });
+            }
         }
         if e.native && target == Target::X86_64 {
             list.push(Variant {
