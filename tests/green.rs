@@ -272,6 +272,48 @@ fn spinning_threads_are_preempted_at_checkpoints() {
     }
 }
 
+/// Preemption makes threads that would run one after the other hold their depth at once; above
+/// the chunk runtime's soft limit it stops, so the running threads finish and give their chunks
+/// back. Sixteen Summation threads 1,000,000 levels deep, preempted every 200 us: without a
+/// limit their chunks peak above 128 MiB together; with `STACKRT_MEMORY_LIMIT=128M` (soft limit
+/// a third of it) the program still ends, below the limit. Both targets.
+#[test]
+fn preemption_stops_under_memory_pressure() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build(
+            "tests/programs/thesis/summation_multi.cm",
+            dir.path(),
+            "lookahead",
+            target,
+        );
+        let run = |limit: Option<&str>| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["16", "1000000", "0"])
+                .env("STACKRT_STATS", "1")
+                .env("STACKRT_TIMESLICE", "200us");
+            if let Some(l) = limit {
+                cmd.env("STACKRT_MEMORY_LIMIT", l);
+            }
+            let o = run_within(cmd, Duration::from_secs(60), "summation_multi");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {limit:?}: {err}");
+            assert_eq!(text(&o.stdout), "Data: 16\n", "{target} {limit:?}");
+            common::stat(&err, "peak resident chunks")
+        };
+        let free = run(None);
+        assert!(
+            free > 128 << 20,
+            "{target}: all threads deep at once only {free} bytes"
+        );
+        let limited = run(Some("128M"));
+        assert!(
+            limited < 128 << 20,
+            "{target}: {limited} bytes under a 128M limit"
+        );
+    }
+}
+
 /// In the deterministic mode the checkpoints that enter the runtime are scheduling decisions:
 /// the spinners of tests/green/preempt.cm give the worker back there, the same seed gives the
 /// same trace, and the trace replays.

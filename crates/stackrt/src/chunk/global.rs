@@ -425,6 +425,15 @@ fn runtime_or_fatal() -> &'static Runtime {
     }
 }
 
+/// Whether the chunks held by threads are at or above the soft limit (memory pressure, see
+/// `RuntimeConfig::soft_limit`): green threads are then not preempted, so that the running
+/// ones finish and give their chunks back instead of more threads holding their depth at once.
+pub fn under_memory_pressure() -> bool {
+    RUNTIME
+        .get()
+        .is_some_and(|rt| rt.held_bytes() >= rt.config().soft_limit)
+}
+
 /// Exchanges the calling OS thread's chain with a green thread's (`crate::green`): the worker
 /// swaps a green thread's chain in before switching to it and out after it switched back.
 pub fn swap_chain(state: &mut super::chain::ChainState) {

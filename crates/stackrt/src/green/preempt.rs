@@ -16,6 +16,12 @@
 //! would. Anywhere else (the runtime, the C library, a C function) the signal does nothing,
 //! and the monitor asks again one slice later.
 //!
+//! Preemption trades memory for fairness: a thread preempted deep in a recursion keeps its
+//! chunks while the others run, so threads that would have run one after the other hold their
+//! depth at once, as OS threads do. Above the chunk runtime's soft limit (memory pressure) the
+//! monitor sends nothing and a request already made is dropped: the running threads finish
+//! and give their chunks back.
+//!
 //! Only checkpoints are preemption points: a loop that makes no checkpoint call (in
 //! `lookahead`, only calls on cycles of the call graph, and calls whose reserve does not fit
 //! the rest of a chunk, are checkpoints) keeps its worker until it calls the thread library.
@@ -218,7 +224,12 @@ pub fn disarm() -> bool {
 #[inline(never)]
 pub fn at_checkpoint() {
     if disarm() {
-        super::sched::preempt_current();
+        // Under memory pressure a preempted thread would keep its chunks while others grow:
+        // the running one goes on, to finish and give them back (as only as many OS threads
+        // as CPUs may grow then).
+        if !crate::chunk::global::under_memory_pressure() {
+            super::sched::preempt_current();
+        }
     } else {
         super::sched::det_point();
     }

@@ -460,6 +460,9 @@ impl Sched {
         let mut seen = vec![0usize; self.workers.len()];
         loop {
             std::thread::sleep(slice);
+            if crate::chunk::global::under_memory_pressure() {
+                continue;
+            }
             for (w, last) in self.workers.iter().zip(seen.iter_mut()) {
                 let tick = w.tick.load(Relaxed);
                 if tick % 2 == 1 && tick == *last && preempt::os_thread_running(w.tid.load(Relaxed))
