@@ -397,6 +397,33 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         reductions: single_reductions,
     });
     let tree_searches: u64 = pick(size, 5, 5, 4);
+    // One point of tree_multi: `t` threads of `per_thread` searches with `spike` of them
+    // spikes; fixed stacks are probed with one thread's spike.
+    let tree_point = |t: u64, spike: &str, per_thread: u64| Point {
+        x: t as f64,
+        args: vec![
+            balanced.to_string(),
+            unbalanced.to_string(),
+            spike.into(),
+            per_thread.to_string(),
+            t.to_string(),
+            STACK_TOKEN.into(),
+        ],
+        probe: Some(Probe {
+            args: vec![
+                "1000".into(),
+                DEPTH_TOKEN.into(),
+                "1.0".into(),
+                "1".into(),
+                "1".into(),
+                STACK_TOKEN.into(),
+            ],
+            depth: unbalanced,
+            small_depths: calibration,
+        }),
+        threads: t,
+        work: None,
+    };
     let tree_multi = |name, title, figures, threads: Vec<u64>, spike: &str, per_thread: u64| {
         let mut reductions = tree_reduction.clone();
         if per_thread != 1 {
@@ -415,31 +442,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             log_x: !name.ends_with("cores"),
             points: threads
                 .iter()
-                .map(|&t| Point {
-                    x: t as f64,
-                    args: vec![
-                        balanced.to_string(),
-                        unbalanced.to_string(),
-                        spike.into(),
-                        per_thread.to_string(),
-                        t.to_string(),
-                        STACK_TOKEN.into(),
-                    ],
-                    probe: Some(Probe {
-                        args: vec![
-                            "1000".into(),
-                            DEPTH_TOKEN.into(),
-                            "1.0".into(),
-                            "1".into(),
-                            "1".into(),
-                            STACK_TOKEN.into(),
-                        ],
-                        depth: unbalanced,
-                        small_depths: calibration,
-                    }),
-                    threads: t,
-                    work: None,
-                })
+                .map(|&t| tree_point(t, spike, per_thread))
                 .collect(),
             mechanisms: Mechanisms::All,
             gcc: ALL_GCC.to_vec(),
@@ -854,31 +857,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         log_x: true,
         points: tree_points
             .iter()
-            .map(|&(t, per_thread)| Point {
-                x: t as f64,
-                args: vec![
-                    balanced.to_string(),
-                    unbalanced.to_string(),
-                    "0.3".into(),
-                    per_thread.to_string(),
-                    t.to_string(),
-                    STACK_TOKEN.into(),
-                ],
-                probe: Some(Probe {
-                    args: vec![
-                        "1000".into(),
-                        DEPTH_TOKEN.into(),
-                        "1.0".into(),
-                        "1".into(),
-                        "1".into(),
-                        STACK_TOKEN.into(),
-                    ],
-                    depth: unbalanced,
-                    small_depths: calibration,
-                }),
-                threads: t,
-                work: None,
-            })
+            .map(|&(t, per_thread)| tree_point(t, "0.3", per_thread))
             .collect(),
         mechanisms: Mechanisms::Listed(both_threads),
         gcc: vec![GccLevel::O2NoSibling],
