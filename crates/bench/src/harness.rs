@@ -168,6 +168,11 @@ pub fn format_duration(seconds: f64) -> String {
 }
 
 /// The variants an experiment compares, in table order.
+/// Whether `v` is measured at `point` (some points are measured on x86-64 only).
+fn runs_at(v: &Variant, point: &Point) -> bool {
+    !(point.x86_64_only && v.target == Target::I686)
+}
+
 fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec<Variant> {
     let mut list = Vec::new();
     for &target in targets {
@@ -728,8 +733,11 @@ pub fn run(options: &Options) -> Result<Results, String> {
     let total: usize = experiments
         .iter()
         .map(|e| {
-            e.points.len()
-                * variants_of(e, &mechanisms, &options.targets).len()
+            let variants = variants_of(e, &mechanisms, &options.targets);
+            e.points
+                .iter()
+                .map(|p| variants.iter().filter(|v| runs_at(v, p)).count())
+                .sum::<usize>()
                 * (options.runs + 1)
         })
         .sum();
@@ -765,12 +773,18 @@ pub fn run(options: &Options) -> Result<Results, String> {
                 Ok(exe) => built.push((v.clone(), exe)),
                 Err(reason) => {
                     session.note(e, v, None, NoteKind::NotAvailable, reason);
-                    session.progress.done += e.points.len() * (options.runs + 1);
+                    session.progress.done +=
+                        e.points.iter().filter(|p| runs_at(v, p)).count() * (options.runs + 1);
                 }
             }
         }
         for point in &e.points {
-            session.run_point(e, point, &built);
+            let here: Vec<_> = built
+                .iter()
+                .filter(|(v, _)| runs_at(v, point))
+                .cloned()
+                .collect();
+            session.run_point(e, point, &here);
         }
     }
     session.progress.finish();
