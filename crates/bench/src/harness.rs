@@ -25,8 +25,30 @@ pub struct Options {
     pub only: Vec<String>,
     /// Measured rounds (a verification round comes first and is not counted).
     pub runs: usize,
+    /// Measuring time per executable and point beyond which an executable gets fewer rounds
+    /// (never fewer than [`MIN_ROUNDS`]); `None`: always `runs`. See [`rounds_within`].
+    pub round_budget: Option<Duration>,
     pub targets: Vec<Target>,
     pub progress: bool,
+}
+
+/// The fewest measured rounds an executable gets under a round budget: a mean, a confidence
+/// interval and a median need at least three.
+pub const MIN_ROUNDS: usize = 3;
+
+/// Measured rounds for an executable whose verification run took `verification_seconds`:
+/// `runs`, or as many as fit in `budget` when fewer do, but at least [`MIN_ROUNDS`]. A handful
+/// of executables take a minute or more per run (a million goroutines spinning until all have
+/// arrived, malloc per call at 100 million levels); ten rounds of each would take the full
+/// run past its time budget while adding little a narrower confidence interval would change.
+pub fn rounds_within(budget: Option<Duration>, runs: usize, verification_seconds: f64) -> usize {
+    match budget {
+        None => runs,
+        Some(budget) => {
+            let fit = budget.as_secs_f64() / verification_seconds.max(1e-6);
+            (fit.floor() as usize).clamp(MIN_ROUNDS.min(runs), runs)
+        }
+    }
 }
 
 /// One execution, as written to `results.csv`.
@@ -83,6 +105,7 @@ pub struct Results {
     pub machine: Machine,
     pub size: Size,
     pub runs: usize,
+    pub round_budget: Option<Duration>,
     pub mechanisms: Vec<String>,
     pub experiments: Vec<Experiment>,
     pub records: Vec<Record>,
@@ -443,7 +466,8 @@ impl Session<'_> {
     fn run_point(&mut self, e: &Experiment, point: &Point, built: &[(Variant, PathBuf)]) {
         // Arguments and the verification round: every executable must succeed and print what
         // the first one printed.
-        let mut runnable: Vec<(Variant, PathBuf, Vec<String>)> = Vec::new();
+        // Each with its number of measured rounds (see `rounds_within`).
+        let mut runnable: Vec<(Variant, PathBuf, Vec<String>, usize)> = Vec::new();
         let mut reference: Option<(String, String)> = None;
         for (v, exe) in built {
             self.progress.show(&format!(
@@ -525,7 +549,13 @@ impl Session<'_> {
                     }
                 }
             }
-            runnable.push((v.clone(), exe.clone(), args));
+            let rounds = rounds_within(
+                self.options.round_budget,
+                self.options.runs,
+                outcome.seconds,
+            );
+            self.progress.done += self.options.runs - rounds;
+            runnable.push((v.clone(), exe.clone(), args, rounds));
         }
         let first = e.points.first().is_some_and(|p| p.x == point.x);
         let last = e.points.last().is_some_and(|p| p.x == point.x);
@@ -537,7 +567,7 @@ impl Session<'_> {
             if !here {
                 continue;
             }
-            for (v, exe, args) in &runnable {
+            for (v, exe, args, _) in &runnable {
                 self.progress.show(&format!(
                     "{} x={} counting {count:?} {} {}",
                     e.name,
@@ -594,9 +624,13 @@ impl Session<'_> {
             }
         }
         for round in 1..=self.options.runs {
-            let n = runnable.len();
+            let here: Vec<_> = runnable
+                .iter()
+                .filter(|(.., rounds)| *rounds >= round)
+                .collect();
+            let n = here.len();
             for k in 0..n {
-                let (v, exe, args) = &runnable[(k + round) % n];
+                let (v, exe, args, _) = here[(k + round) % n];
                 self.progress.show(&format!(
                     "{} x={} round {round}/{} {} {}",
                     e.name,
@@ -792,6 +826,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
         machine: Machine::detect(),
         size: options.size,
         runs: options.runs,
+        round_budget: options.round_budget,
         mechanisms,
         experiments,
         records: session.records,
@@ -800,4 +835,21 @@ pub fn run(options: &Options) -> Result<Results, String> {
         stacks: session.stacks,
         elapsed: start.elapsed(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slow_executables_get_fewer_rounds_but_at_least_three() {
+        let budget = Some(Duration::from_secs(10));
+        assert_eq!(rounds_within(None, 10, 100.0), 10);
+        assert_eq!(rounds_within(budget, 10, 0.5), 10);
+        assert_eq!(rounds_within(budget, 10, 1.0), 10);
+        assert_eq!(rounds_within(budget, 10, 2.5), 4);
+        assert_eq!(rounds_within(budget, 10, 91.0), MIN_ROUNDS);
+        assert_eq!(rounds_within(budget, 2, 91.0), 2);
+        assert_eq!(rounds_within(budget, 10, 0.0), 10);
+    }
 }

@@ -239,7 +239,7 @@ fn experiment_section(
         let _ =
             writeln!(
             out,
-            "\n{target}: time in ms over {} interleaved rounds: mean ± 95% CI, median, minimum; \
+            "\n{target}: time in ms over {} interleaved rounds (n=K after the mean: only K, see Method): mean ± 95% CI, median, minimum; \
              peak RSS (largest ru_maxrss); page faults (median ru_minflt); ratio = paired median of time / {REFERENCE}'s in the \
              same round{}.\n",
             results.runs,
@@ -278,10 +278,15 @@ fn experiment_section(
                     .map_or("-".into(), |v| format!("{v:.0}"));
                 let _ = write!(
                     out,
-                    "| {} | {name} | {} ± {} | {} | {} | {:.1} | {:.0} | {ratio} | {overflows} |",
+                    "| {} | {name} | {} ± {}{} | {} | {} | {:.1} | {:.0} | {ratio} | {overflows} |",
                     x_text(x),
                     ms(c.time.mean),
                     ms(c.time.ci95),
+                    if c.time.count < results.runs {
+                        format!(" (n={})", c.time.count)
+                    } else {
+                        String::new()
+                    },
                     ms(c.time.median),
                     ms(c.time.min),
                     c.rss_kib.max / 1024.0,
@@ -456,6 +461,24 @@ pub fn write_markdown(
          use goroutines on Go's growable stacks; they are compared on the `Data:` line only.",
         256
     );
+    if let Some(budget) = results.round_budget {
+        let cells = table.len();
+        let fewer = table
+            .values()
+            .filter(|c| c.time.count < results.runs)
+            .count();
+        let _ = writeln!(
+            out,
+            "\nRounds: every executable is measured in {} rounds, or, when its verification run \
+             takes longer than {:.2} s, in as many as fit in {:.1} s but at least {} \
+             (`--round-budget`): {fewer} of the {cells} executable-point cells have fewer \
+             rounds, marked n=K in the tables (failed runs lower K too).",
+            results.runs,
+            budget.as_secs_f64() / results.runs as f64,
+            budget.as_secs_f64(),
+            crate::harness::MIN_ROUNDS.min(results.runs),
+        );
+    }
     let _ = writeln!(out, "\n## Findings\n");
     findings::write_table(&mut out, results, &table);
     let _ = writeln!(out, "\n## Experiments");

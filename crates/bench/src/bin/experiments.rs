@@ -25,6 +25,11 @@ struct Cli {
     /// Measured rounds per executable (default 10, --quick 3).
     #[arg(long)]
     runs: Option<usize>,
+    /// Seconds of measuring per executable and point: an executable whose verification run
+    /// takes longer than this divided by the rounds gets fewer rounds, but at least 3 (0: always
+    /// all rounds).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    round_budget: f64,
     /// Output directory (default target/experiments/<UTC date and time>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -44,6 +49,13 @@ struct Cli {
 
 fn main() {
     let cli = Cli::parse();
+    if !cli.round_budget.is_finite() || cli.round_budget < 0.0 {
+        eprintln!(
+            "experiments: --round-budget must be a number of seconds, 0 or more (got {})",
+            cli.round_budget
+        );
+        exit(2);
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -98,6 +110,8 @@ fn main() {
             Size::Quick => 3,
             Size::Tiny => 2,
         }),
+        round_budget: (cli.round_budget > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(cli.round_budget)),
         targets,
         progress: !cli.quiet,
     };
