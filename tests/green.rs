@@ -275,7 +275,7 @@ fn spinning_threads_are_preempted_at_checkpoints() {
 /// Preemption makes threads that would run one after the other hold their depth at once; above
 /// the chunk runtime's soft limit it stops, so the running threads finish and give their chunks
 /// back. Sixteen Summation threads 1,000,000 levels deep, preempted every 200 us: without a
-/// limit their chunks peak above 128 MiB together; with `STACKRT_MEMORY_LIMIT=128M` (soft limit
+/// soft limit (`STACKRT_SOFT_LIMIT=2G`) their chunks peak above 128 MiB together; with `STACKRT_MEMORY_LIMIT=128M` (soft limit
 /// a third of it) the program still ends, below the limit. Both targets.
 #[test]
 fn preemption_stops_under_memory_pressure() {
@@ -292,9 +292,11 @@ fn preemption_stops_under_memory_pressure() {
             cmd.args(["16", "1000000", "0"])
                 .env("STACKRT_STATS", "1")
                 .env("STACKRT_TIMESLICE", "200us");
-            if let Some(l) = limit {
-                cmd.env("STACKRT_MEMORY_LIMIT", l);
-            }
+            match limit {
+                Some(l) => cmd.env("STACKRT_MEMORY_LIMIT", l),
+                // No memory pressure at all (the default soft limit is 128 MiB per CPU).
+                None => cmd.env("STACKRT_SOFT_LIMIT", "2G"),
+            };
             let o = run_within(cmd, Duration::from_secs(60), "summation_multi");
             let err = text(&o.stderr);
             assert_eq!(o.status.code(), Some(0), "{target} {limit:?}: {err}");

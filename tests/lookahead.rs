@@ -502,34 +502,57 @@ fn many_deep_threads_wait_for_memory_instead_of_exhausting_it() {
     let dir = tempfile::tempdir().unwrap();
     let src = root().join("tests/programs/thesis/tree_multi.cm");
     let exe = compile(&src, dir.path(), "tree", &["--mech", "lookahead"]);
+    // The memory limit sets the soft limit to a third of it; STACKRT_SOFT_LIMIT sets it alone.
+    for (var, value, hard_limit) in [
+        ("STACKRT_MEMORY_LIMIT", "48M", Some(48u64 << 20)),
+        ("STACKRT_SOFT_LIMIT", "16M", None),
+    ] {
+        let o = Command::new(&exe)
+            .args(["1000", "100000", "1.0", "1", "256", "16384"])
+            .env("STACKRT_STATS", "1")
+            .env(var, value)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{var}: {err}");
+        assert!(
+            text(&o.stdout).ends_with("Data: 256\n"),
+            "{var}: {}",
+            text(&o.stdout)
+        );
+        let in_use = err
+            .lines()
+            .find(|l| l.contains("peak chunks in use"))
+            .and_then(|l| l.split('(').nth(1))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no peak bytes in use in {err}"));
+        if let Some(limit) = hard_limit {
+            assert!(in_use <= limit, "{var}: {in_use} bytes in use: {err}");
+        }
+        // The threads wait once the chunks in use pass the soft limit (16 MiB), except the
+        // holders of the growth tokens (one per CPU), which go on to the bottom of their spike
+        // (3.2 MB, at most 4 MiB with chunk ends). How many are deep at once is up to the OS
+        // scheduler: on a loaded machine only the token holders may have been, and then no
+        // thread had to wait.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        assert!(
+            stat(&err, "waits for memory") > 0 || in_use <= (16 << 20) + cpus * (4 << 20),
+            "{var}: no thread waited although {in_use} bytes were in use: {err}"
+        );
+    }
+    // A soft limit that is not a byte count is a clear error, before any C-- code runs.
     let o = Command::new(&exe)
-        .args(["1000", "100000", "1.0", "1", "256", "16384"])
-        .env("STACKRT_STATS", "1")
-        .env("STACKRT_MEMORY_LIMIT", "48M")
+        .args(["1000", "100000", "1.0", "1", "2", "16384"])
+        .env("STACKRT_SOFT_LIMIT", "lots")
         .output()
         .unwrap();
     let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(70), "{err}");
+    assert_eq!(text(&o.stdout), "");
     assert!(
-        text(&o.stdout).ends_with("Data: 256\n"),
-        "{}",
-        text(&o.stdout)
-    );
-    let in_use = err
-        .lines()
-        .find(|l| l.contains("peak chunks in use"))
-        .and_then(|l| l.split('(').nth(1))
-        .and_then(|l| l.split_whitespace().next())
-        .and_then(|n| n.parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no peak bytes in use in {err}"));
-    assert!(in_use <= 48 << 20, "{in_use} bytes in use: {err}");
-    // The threads wait once the chunks in use pass the soft limit (16 MiB), except the holders
-    // of the growth tokens (one per CPU), which go on to the bottom of their spike (3.2 MB, at
-    // most 4 MiB with chunk ends). How many are deep at once is up to the OS scheduler: on a
-    // loaded machine only the token holders may have been, and then no thread had to wait.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    assert!(
-        stat(&err, "waits for memory") > 0 || in_use <= (16 << 20) + cpus * (4 << 20),
-        "no thread waited although {in_use} bytes were in use: {err}"
+        err.starts_with("stackrt: ")
+            && err.contains("STACKRT_SOFT_LIMIT=\"lots\" is not a byte count"),
+        "{err}"
     );
 }

@@ -40,7 +40,9 @@
 //!   [`RuntimeConfig::soft_limit`], only [`RuntimeConfig::max_growers`] threads at a time may
 //!   take more chunks (they hold a growth token until they give memory back); another thread
 //!   that needs a refill sleeps until the held memory drops, a token comes free or a give
-//!   happens, and goes on anyway only when nothing at all was given back for
+//!   happens (a give wakes as many waiters as there are tokens; one that finds the held memory
+//!   below the soft limit wakes as many more), and goes on anyway only when nothing at all was
+//!   given back for
 //!   [`RuntimeConfig::growth_wait_ms`]. With many threads recursing deep at once (the OS
 //!   scheduler runs them all a little at a time), a few go down and back up while the others
 //!   wait, and the memory in use stays near the soft limit instead of growing to the sum of
@@ -515,8 +517,14 @@ impl Runtime {
     fn wait_for_growth_token(&self, chain: &ThreadChain) {
         let mut deadline = monotonic_ms() + self.config.growth_wait_ms;
         let mut seen = self.gives.load(SeqCst);
+        let mut waited = false;
         loop {
             if self.held.load(SeqCst) < self.config.soft_limit {
+                if waited {
+                    // Below the soft limit every waiter may go on, not only the few one give
+                    // woke: pass the wake on.
+                    self.wake_waiters();
+                }
                 return;
             }
             let g = self.growers.load(SeqCst);
@@ -529,19 +537,21 @@ impl Runtime {
                 chain.grower.set(true);
                 return;
             }
+            // Gives are checked before the deadline: a give wakes only a few waiters (see
+            // `wake_waiters`), the others see it when their sleep times out.
             let now = monotonic_ms();
-            if now >= deadline {
+            let now_seen = self.gives.load(SeqCst);
+            if now_seen != seen {
+                seen = now_seen;
+                deadline = now + self.config.growth_wait_ms;
+            } else if now >= deadline {
                 self.growers.fetch_add(1, SeqCst);
                 chain.grower.set(true);
                 self.stats.growth_timeouts.fetch_add(1, Relaxed);
                 return;
             }
             self.wait_for_give(seen, deadline - now);
-            let now_seen = self.gives.load(SeqCst);
-            if now_seen != seen {
-                seen = now_seen;
-                deadline = monotonic_ms() + self.config.growth_wait_ms;
-            }
+            waited = true;
         }
     }
 
@@ -605,17 +615,23 @@ impl Runtime {
         }
     }
 
-    /// Wakes the threads in a growth wait: all of them, since every give moves their deadline
-    /// on (see `refill`), and the ones that find the pool empty wait again.
+    /// Wakes as many threads in a growth wait as there are growth tokens: at most that many
+    /// can go on after one give. Waking all of them made every give (a batch of chunks, a token
+    /// given back) wake every waiting thread, hundreds with many deep threads, to find that
+    /// all but a few must sleep again. The others see the give when their sleep times out,
+    /// and since it moved their deadline on, they sleep again (`wait_for_growth_token`).
     fn wake_waiters(&self) {
         if self.waiters.load(SeqCst) != 0 {
+            let wake = i32::try_from(self.config.max_growers)
+                .unwrap_or(i32::MAX)
+                .max(1);
             // SAFETY: FUTEX_WAKE on the runtime's aligned AtomicU32; no memory is written.
             unsafe {
                 libc::syscall(
                     libc::SYS_futex,
                     self.gives.as_ptr(),
                     libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                    i32::MAX,
+                    wake,
                 )
             };
         }

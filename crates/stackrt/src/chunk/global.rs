@@ -4,7 +4,7 @@
 //! Initialisation happens in the first `stackrt_chunk_thread_enter*` call (normally the main
 //! thread's entry trampoline, before any C-- code runs): it reads the chunk size the program
 //! was compiled with (the weak data symbol [`super::CHUNK_SIZE_SYMBOL`]), `STACKRT_STACK_LIMIT`,
-//! `STACKRT_STATS` and `vm.max_map_count`. Every error of the entry points ends the program
+//! `STACKRT_MEMORY_LIMIT`, `STACKRT_SOFT_LIMIT`, `STACKRT_STATS` and `vm.max_map_count`. Every error of the entry points ends the program
 //! with one line on stderr naming the thread (see [`super::msg::FATAL_EXIT_STATUS`]).
 
 use core::ptr::{self, NonNull};
@@ -34,6 +34,22 @@ pub fn default_limits() -> (usize, usize) {
     }
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     (limit, limit)
+}
+
+/// Chunk bytes per CPU held by all threads together above which the threads take turns to
+/// grow (see [`default_soft_limit`]).
+pub const SOFT_LIMIT_PER_CPU: usize = 128 << 20;
+
+/// The default soft limit (`RuntimeConfig::soft_limit`, memory pressure): 128 MiB per CPU, at
+/// most a third of the memory limit. Only as many threads as CPUs run at once, so only they
+/// can use fresh stack memory; past this much held by all threads, the others wait for memory
+/// given back instead of each holding its depth while it is preempted. It follows the CPUs,
+/// not the memory: with 1024 OS threads each going 1,000,000 levels deep once (the thesis's
+/// tree), a third of 24 GB let 6.6 GB pile up where gcc -fsplit-stack peaks at 1.5 GB.
+pub fn default_soft_limit(memory_limit: usize, cpus: usize) -> usize {
+    SOFT_LIMIT_PER_CPU
+        .saturating_mul(cpus.max(1))
+        .min(memory_limit / 3)
 }
 
 /// Mappings left to the rest of the program (libraries, malloc arenas, thread stacks) when the
@@ -173,10 +189,12 @@ fn build_runtime(guard: bool) -> Runtime {
         .max(16);
     let mut config = RuntimeConfig::new(geometry, stack_limit, max_mappings);
     config.memory_limit = memory_limit;
-    config.soft_limit = memory_limit / 3;
     // SAFETY: sysconf has no memory-safety preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    config.max_growers = usize::try_from(cpus).unwrap_or(1).max(1);
+    let cpus = usize::try_from(cpus).unwrap_or(1).max(1);
+    config.soft_limit = byte_setting("STACKRT_SOFT_LIMIT", default_soft_limit(memory_limit, cpus))
+        .min(memory_limit);
+    config.max_growers = cpus;
     config.count_stats = count_stats;
     config.reclaim_budget = RuntimeConfig::default_reclaim_budget(chunk_size);
     config.reuse = REUSE.load(core::sync::atomic::Ordering::Relaxed);
