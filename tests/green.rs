@@ -101,12 +101,14 @@ fn ten_thousand_threads_on_guarded_stacks() {
 fn green_threads_recurse_a_million_levels() {
     let dir = tempfile::tempdir().unwrap();
     for target in TARGETS {
-        for (mech, growth) in [
-            ("lookahead", "overflows"),
-            ("mmu", "guard faults taken"),
-            ("mmu-reuse", "guard faults taken"),
-            ("heap", "frames allocated"),
-            ("heap-malloc", "frames allocated"),
+        // Lookahead's chunks grow with the depth (to 16 MiB): about a dozen boundaries per
+        // thread's million levels, more with preemptions (each links a standard chunk).
+        for (mech, growth, least) in [
+            ("lookahead", "overflows", 40),
+            ("mmu", "guard faults taken", 100),
+            ("mmu-reuse", "guard faults taken", 100),
+            ("heap", "frames allocated", 100),
+            ("heap-malloc", "frames allocated", 100),
         ] {
             let exe = build("tests/green/deep_threads.cm", dir.path(), mech, target);
             // Short time slices: lookahead threads are also preempted deep in their chains.
@@ -122,7 +124,7 @@ fn green_threads_recurse_a_million_levels() {
                 .map(|i| format!("thread {i}: sum 1000000 = {}\n", sum_formula(1_000_000)))
                 .collect();
             assert_eq!(text(&o.stdout), want, "{mech} {target}");
-            assert!(common::stat(&err, growth) > 100, "{mech} {target}: {err}");
+            assert!(common::stat(&err, growth) > least, "{mech} {target}: {err}");
         }
     }
 }

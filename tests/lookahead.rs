@@ -12,9 +12,16 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn run_deep_sum(exe: &Path, n: u64) -> Output {
+    run_deep_sum_growing(exe, n, "0")
+}
+
+/// `deep_sum` with the chunk growth limit `growth` (`STACKRT_CHUNK_GROWTH`; "0": every chunk
+/// of the standard size, as the tests that count chunks need).
+fn run_deep_sum_growing(exe: &Path, n: u64, growth: &str) -> Output {
     Command::new(exe)
         .arg(n.to_string())
         .env("STACKRT_STATS", "1")
+        .env("STACKRT_CHUNK_GROWTH", growth)
         .output()
         .unwrap()
 }
@@ -40,6 +47,18 @@ fn ten_million_nested_calls_on_i686_with_the_default_chunk_size() {
     let overflows = stat(&err, "overflows");
     assert!(overflows > 3_000, "{err}");
     assert_eq!(overflows, stat(&err, "underflows"), "{err}");
+    assert!(stat(&err, "peak stack bytes") > 120_000_000, "{err}");
+
+    // With the default growth (chunks of about half the stack below them, up to 16 MiB), the
+    // same 120 MB cross few boundaries: 32 KiB chunks up to 128 KiB of stack, then doubling
+    // about every chunk to 16 MiB (about 20 chunks), then 16 MiB chunks (about 8).
+    let o = run_deep_sum_growing(&exe, n, "16M");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "stderr:\n{err}");
+    assert_eq!(text(&o.stdout), deep_sum_expected(n));
+    let grown = stat(&err, "overflows");
+    assert!((10..200).contains(&grown), "{err}");
+    assert_eq!(grown, stat(&err, "underflows"), "{err}");
     assert!(stat(&err, "peak stack bytes") > 120_000_000, "{err}");
 }
 
@@ -136,11 +155,15 @@ fn tree_multi_with_256_threads_runs_on_i686_under_lookahead() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "stderr:\n{err}");
     assert_eq!(text(&o.stdout), tree_expected("256"));
-    // main and 256 threads entered chunked code; the deepest went about 16 MB deep (measured at
-    // its last overflow), each thread's spike crossing about 16 MB / 64 KiB = 244 chunks.
+    // main and 256 threads entered chunked code; the deepest went about 16 MB deep.
     assert_eq!(stat(&err, "threads entered"), 257, "{err}");
-    assert!(stat(&err, "peak stack bytes") >= 15_500_000, "{err}");
-    assert!(stat(&err, "overflows") >= 256 * 200, "{err}");
+    // Measured at overflows: the last chunk a spike links, at `B` bytes of stack, holds at
+    // most `B / 2` more, so the 16 MB deep spike's last overflow is at least 2/3 of the way
+    // down.
+    assert!(stat(&err, "peak stack bytes") >= 10_500_000, "{err}");
+    // Chunks grow with the depth (to 16 MiB), so a spike crosses about a dozen boundaries,
+    // not 244.
+    assert!(stat(&err, "overflows") >= 256 * 8, "{err}");
 }
 
 #[test]
@@ -363,9 +386,11 @@ fn frames_larger_than_a_chunk_run() {
             let name = format!("big-{target}-{}", chunk.unwrap_or("default"));
             let exe = compile(&src, dir.path(), &name, &args);
             let n = 300;
+            // Standard chunks only: every level's frame must need a large class of its own.
             let o = Command::new(&exe)
                 .arg(n.to_string())
                 .env("STACKRT_STATS", "1")
+                .env("STACKRT_CHUNK_GROWTH", "0")
                 .output()
                 .unwrap();
             let err = text(&o.stderr);
@@ -407,9 +432,11 @@ fn more_chunks_at_once_than_the_kernel_allows_mappings() {
                 "4096",
             ],
         );
+        // Chunks of 4 KiB, none grown: the point is their number.
         let o = Command::new(&exe)
             .args([threads.to_string(), depth.to_string()])
             .env("STACKRT_STATS", "1")
+            .env("STACKRT_CHUNK_GROWTH", "0")
             .output()
             .unwrap();
         let err = text(&o.stderr);

@@ -60,6 +60,9 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     if abi == crate::abi::ABI_MMU {
         crate::chunk::global::set_no_reuse();
     }
+    if abi == crate::abi::ABI_LOOKAHEAD {
+        crate::chunk::global::set_growth();
+    }
     crate::signals::install(abi);
     crate::signals::thread_setup(crate::mech::is_fixed_stack_abi(abi), true);
     let green = crate::green::program_threads();

@@ -49,6 +49,11 @@ fn capacity(size: usize) -> usize {
     size - HEADER_SIZE - CHECK_SLACK
 }
 
+/// Whether a checkpoint at `sp` needing `reserve` bytes fits above `limit`.
+fn fits(sp: usize, reserve: usize, limit: usize) -> bool {
+    sp >= limit + reserve + CHECK_SLACK
+}
+
 /// Stops transparent huge pages for this process, so that `mincore` sees exactly the pages
 /// touched (a huge page would make untouched neighbours resident too).
 fn no_thp() {
@@ -106,6 +111,9 @@ struct Link {
     chunk: usize,
     prev_sp: usize,
     reserve: usize,
+    /// The class growth gave at its link (the chunks below it): its class is the larger of
+    /// that and the smallest that holds the reserve.
+    growth: usize,
     /// Linked during this step: its canary is checked against its past and written anew.
     fresh: bool,
 }
@@ -531,10 +539,32 @@ impl Model {
         }
     }
 
+    /// The budget word after the runtime ran for `t`: the configured budget, shifted right by
+    /// the class of the newest chunk (whose unlinks give back that much more each), at least
+    /// 1; the full budget while the chain is the first chunk alone.
     fn refresh_budget(&self, t: &mut MThread) {
         if self.cfg.reclaim_budget != 0 {
-            t.budget = self.cfg.reclaim_budget;
+            let k = if t.links.len() < 2 {
+                0
+            } else {
+                self.chunks[t.links.last().unwrap().chunk].class
+            };
+            t.budget = (self.cfg.reclaim_budget >> k).max(1);
         }
+    }
+
+    /// Growth (chain.rs): a chunk linked for a checkpoint with `below` bytes of stack in use is
+    /// of the largest class whose size is at most half of that and at most `growth_max`;
+    /// class 0 below four standard chunks' worth.
+    fn growth_class(&self, below: usize) -> usize {
+        let mut k = 0;
+        while k < self.max_class
+            && self.size(k + 1) <= below / 2
+            && self.size(k + 1) <= self.cfg.growth_max
+        {
+            k += 1;
+        }
+        k
     }
 
     fn chain_bytes(&self, t: &MThread) -> usize {
@@ -576,6 +606,7 @@ impl Model {
             chunk: c,
             prev_sp: 0,
             reserve: need,
+            growth: 0,
             fresh: true,
         }];
         t.running = 1;
@@ -633,14 +664,27 @@ impl Model {
         if !t.active {
             return Err(ChunkError::NotEntered);
         }
-        // The hot split: the only chunk above `cur` is a standard one compiled code unlinked,
-        // and a standard chunk is wanted: it is linked again on the spot (same statistics as
-        // an underflow and an overflow served by the cache).
+        // The hot split: the only chunk above `cur` is one compiled code unlinked, and a chunk
+        // of its class is wanted (a standard one, or growth's class above the chunks below
+        // it): it is linked again on the spot (same statistics as an underflow and an
+        // overflow served by the cache).
         let n = t.links.len();
+        let growth_here = if n >= 2 && !fits(sp, reserve, self.limit(t.links[n - 2].chunk)) {
+            // The stack in use below the checkpoint: the chunks below `cur` up to their
+            // checkpoints, and `cur` down to `sp`.
+            let below: usize = t.links[..n - 1]
+                .windows(2)
+                .map(|w| self.addr(w[0].chunk) - w[1].prev_sp)
+                .sum::<usize>()
+                + self.addr(t.links[n - 2].chunk).saturating_sub(sp);
+            self.growth_class(below)
+        } else {
+            0
+        };
         if n >= 2
             && t.running == n - 1
             && self.addr(t.links[n - 2].chunk) == cur
-            && self.chunks[t.links[n - 1].chunk].class == 0
+            && self.chunks[t.links[n - 1].chunk].class == growth_here
             && reserve <= self.cap0
             && sp >= self.limit(t.links[n - 2].chunk)
             && sp <= cur
@@ -649,6 +693,7 @@ impl Model {
             let l = &mut t.links[n - 1];
             l.prev_sp = sp;
             l.reserve = reserve;
+            l.growth = growth_here;
             l.fresh = true;
             let c = l.chunk;
             t.running = n;
@@ -676,10 +721,16 @@ impl Model {
                 header: top_addr,
             });
         }
-        let k = if reserve <= self.cap0 {
+        // A forced overflow (the reserve fits the running chunk after all) is never grown.
+        let growth = if fits(sp, reserve, limit) {
             0
         } else {
-            self.class_for(reserve)?
+            self.growth_class(self.used_below(t) + (top_addr - sp))
+        };
+        let k = if reserve <= self.cap0 {
+            growth
+        } else {
+            self.class_for(reserve)?.max(growth)
         };
         let size = self.size(k);
         let in_use = self.chain_bytes(t);
@@ -695,6 +746,7 @@ impl Model {
             chunk: c,
             prev_sp: sp,
             reserve,
+            growth,
             fresh: true,
         });
         t.running = t.links.len();
@@ -864,7 +916,8 @@ fn check(rt: &Runtime, m: &mut Model, threads: &mut [MThread]) {
             assert_eq!(word(h, 2), prev, "{what}: prev_header");
             assert_eq!(word(h, 4), 0, "{what}: resume");
             assert_eq!(word(h, 7), 0, "{what}: link");
-            // The smallest class that holds the reserve (standard chunks for small ones).
+            // The smallest class that holds the reserve (standard chunks for small ones), or
+            // growth's class if that is larger.
             let k = m.chunks[l.chunk].class;
             assert!(
                 capacity(m.size(k)) >= l.reserve,
@@ -872,8 +925,14 @@ fn check(rt: &Runtime, m: &mut Model, threads: &mut [MThread]) {
                 l.reserve
             );
             assert!(
-                k == 0 || capacity(m.size(k - 1)) < l.reserve,
-                "{what}: class {k} too big"
+                k == l.growth || capacity(m.size(k - 1)) < l.reserve,
+                "{what}: class {k} too big (growth gave {})",
+                l.growth
+            );
+            assert!(
+                k >= l.growth,
+                "{what}: class {k} below growth's {}",
+                l.growth
             );
             assert!(
                 h - word(h, 3) >= l.reserve + CHECK_SLACK,
@@ -1217,6 +1276,8 @@ struct Params {
     limit_chunks: usize,
     count_stats: bool,
     max_mappings: usize,
+    /// `growth_max` in standard chunks (0 and 1: no growth).
+    growth_chunks: usize,
 }
 
 fn params() -> impl Strategy<Value = Params> {
@@ -1232,6 +1293,7 @@ fn params() -> impl Strategy<Value = Params> {
         3usize..=30,
         prop::bool::weighted(0.85),
         prop_oneof![3 => Just(usize::MAX / 2), 1 => 4usize..40],
+        prop_oneof![Just(0usize), Just(2), Just(4), Just(8)],
     )
         .prop_map(|t| Params {
             guard: t.0,
@@ -1245,6 +1307,7 @@ fn params() -> impl Strategy<Value = Params> {
             limit_chunks: t.8,
             count_stats: t.9,
             max_mappings: t.10,
+            growth_chunks: t.11,
         })
 }
 
@@ -1263,6 +1326,7 @@ fn model_config(p: &Params) -> RuntimeConfig {
     cfg.clock = model_clock;
     cfg.reclaim_budget = p.budget;
     cfg.count_stats = p.count_stats;
+    cfg.growth_max = p.growth_chunks * cs;
     cfg
 }
 

@@ -15,12 +15,12 @@ use common::NativeStack;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier, Mutex};
 
-use stackrt::chunk::chain::DEFAULT_RECLAIM_BYTES;
+use stackrt::chunk::chain::{DEFAULT_GROWTH_MAX_BYTES, DEFAULT_RECLAIM_BYTES};
 use stackrt::chunk::{
     chunk_capacity, program_chunk_size, runtime, stackrt_chunk_current, stackrt_chunk_overflow,
     stackrt_chunk_reclaim, stackrt_chunk_size, stackrt_chunk_thread_enter,
     stackrt_chunk_thread_exit, stackrt_chunk_underflow, ChunkGeometry, ChunkHeader, Runtime,
-    RuntimeConfig, ThreadChain, HEADER_SIZE, NUM_CLASSES, UNLINKED,
+    RuntimeConfig, ThreadChain, CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
 };
 
 /// This program's chunk size, as a compiled C-- program would define it.
@@ -38,6 +38,29 @@ fn class_size(reserve: usize) -> usize {
         .map(|k| CHUNK << k)
         .find(|&s| chunk_capacity(s) >= reserve)
         .unwrap()
+}
+
+/// The size growth gives a chunk linked for a checkpoint with `below` bytes of stack in use:
+/// the largest `CHUNK << k` of at most half of that and at most the default growth limit,
+/// `CHUNK` at least.
+fn growth_size(below: usize) -> usize {
+    let mut s = CHUNK;
+    while 2 * s <= below / 2 && 2 * s <= DEFAULT_GROWTH_MAX_BYTES {
+        s *= 2;
+    }
+    s
+}
+
+/// The budget word while the newest chunk has `size` bytes: `BUDGET` standard chunks' bytes
+/// of such unlinks, at least one.
+fn budget_for(size: usize) -> u32 {
+    (BUDGET / (size / CHUNK) as u32).max(1)
+}
+
+/// Bytes of the chunk at `h` (header included).
+fn size_of(h: *mut ChunkHeader) -> usize {
+    // SAFETY: h is a linked chunk; reading its limit.
+    h as usize + HEADER_SIZE - unsafe { (*h).limit }
 }
 
 /// Writes `tag` into every 97th word of a chunk's usable stack.
@@ -116,26 +139,60 @@ impl Walker {
         self.chain[self.running - 1].0
     }
 
+    /// Bytes of the chunks that run (the runtime's chain once it did the bookkeeping of the
+    /// ones the code unlinked).
+    fn bytes(&self) -> usize {
+        self.chain[..self.running]
+            .iter()
+            .map(|&(h, _)| size_of(h))
+            .sum()
+    }
+
+    /// Bytes of stack in use for a checkpoint at `sp` in the running chunk: every running
+    /// chunk above the first from its header down to the SP its successor's checkpoint had,
+    /// and the running chunk down to `sp`.
+    fn used(&self, sp: usize) -> usize {
+        self.chain[..self.running]
+            .windows(2)
+            // SAFETY: running chunks are linked; reading the successor's prev_sp.
+            .map(|w| w[0].0 as usize - unsafe { (*w[1].0).prev_sp })
+            .sum::<usize>()
+            + (self.cur() as usize - sp)
+    }
+
+    /// The budget word after the runtime ran with the running chunks as its chain.
+    fn budget(&self) -> u32 {
+        if self.running < 2 {
+            BUDGET
+        } else {
+            budget_for(size_of(self.cur()))
+        }
+    }
+
     /// An overflow `below` bytes under the running chunk's header (at least at its limit).
     fn overflow(&mut self, below: usize, reserve: usize, seen: &Mutex<HashSet<usize>>) {
         let cur = self.cur();
         // SAFETY: cur is a running chunk; reading its limit.
         let limit = unsafe { (*cur).limit };
         let sp = ((cur as usize - below) & !15).max(limit);
+        // A reserve that fits the running chunk (a forced overflow) gets no growth.
+        let grown = if sp >= limit + reserve + CHECK_SLACK {
+            CHUNK
+        } else {
+            growth_size(self.used(sp))
+        };
+        let size = class_size(reserve).max(grown);
         let new = stackrt_chunk_overflow(cur, sp, reserve);
         // SAFETY: new is the header of a freshly linked chunk.
         unsafe {
             assert_eq!((*new).prev_header, cur);
             assert_eq!((*new).prev_sp, sp);
             assert_eq!((*new).thread_stack, self.native.addr());
-            assert_eq!(
-                (*new).limit,
-                new as usize + HEADER_SIZE - class_size(reserve)
-            );
+            assert_eq!((*new).limit, new as usize + HEADER_SIZE - size);
         }
         assert_eq!(
             self.native.budget(),
-            BUDGET,
+            budget_for(size),
             "the overflow refills the budget"
         );
         seen.lock().unwrap().insert(new as usize);
@@ -163,7 +220,7 @@ impl Walker {
         assert!(prev_sp <= prev as usize);
         assert_eq!(
             self.native.budget(),
-            BUDGET,
+            self.budget(),
             "the underflow refills the budget"
         );
     }
@@ -184,7 +241,7 @@ impl Walker {
             self.chain.truncate(self.running);
             assert_eq!(
                 self.native.budget(),
-                BUDGET,
+                self.budget(),
                 "the reclaim refills the budget"
             );
             self.w.reclaims += 1;
@@ -211,7 +268,8 @@ fn walk(seed: u64, steps: usize, owner: u64, seen: &Mutex<HashSet<usize>>) -> Wa
         let r = next();
         let (below, big) = ((r >> 6) % 4000, (r >> 6) % 40000);
         if r % 64 == 63 {
-            for _ in 0..BUDGET + 8 {
+            // Deeper than the budget's bytes (the chunks grow on the way down).
+            while t.bytes() < DEFAULT_RECLAIM_BYTES + 8 * CHUNK {
                 t.overflow(below, 100, seen);
             }
             while t.running > 1 {
@@ -262,6 +320,8 @@ fn all_in_pool(rt: &Runtime) {
 #[test]
 fn entry_points_from_many_threads() {
     std::env::set_var("STACKRT_STATS", "1");
+    // As a `lookahead` program's start does: deep chains grow.
+    stackrt::chunk::global::set_growth();
     assert_eq!(program_chunk_size(), Some(CHUNK));
 
     // Phase 1: eight threads walk concurrently, then exit explicitly (some with chunks the

@@ -9,6 +9,25 @@
 //! checkpoint whose reserve does not fit a standard chunk (class 0) gets the smallest class
 //! that holds it, so frames of any size run; every class has its own caches and pool lists.
 //!
+//! # Growth
+//! A chain that gets deep gets larger chunks (when [`RuntimeConfig::growth_max`] is above the
+//! standard size: `lookahead`, 16 MiB by default, `STACKRT_CHUNK_GROWTH`; see
+//! [`super::global::set_growth`] for why not the other mechanisms). A chunk linked for a
+//! checkpoint with `B` bytes of stack in use below it is of the largest class of at most
+//! `B / 2` and at most `growth_max` bytes (class 0 while `B` is below four standard chunks),
+//! or larger if its reserve needs it. The size is a function of the depth, so a recursion
+//! that goes down and up again links the same classes at the same depths, and the hot split
+//! works at every depth. A forced overflow (the reserve fits the running chunk after all: a
+//! green thread's preemption poisons the limit word) gets the reserve's class, never a grown
+//! one. Why grow: every chunk boundary an unwind crosses costs it a mispredicted return (the
+//! chunk's first frame returns into the checkpoint's out-of-line path, not to the address the
+//! return predictor holds), and a deep unwind is memory-bound, so that costs far more than a
+//! pipeline flush. A million-deep recursion of 32-byte frames crossed about a thousand
+//! boundaries with 32 KiB chunks; with growth it crosses about fifteen. The cost: a chain's
+//! newest chunk may be up to half empty, so a deep thread holds up to about twice the stack
+//! it uses (the untouched part is not resident); the reclaim budget counts in bytes
+//! ([`RuntimeConfig::reclaim_budget_at`]).
+//!
 //! # Where a chunk comes from and where it goes
 //! * **Acquire** (an overflow or a thread's first chunk): the thread's cache of that class
 //!   (LIFO, no lock, no system call), else one batch from the shared pool (one lock operation
@@ -114,6 +133,11 @@ pub const DEFAULT_TRIM_WINDOW_MS: u64 = 1000;
 /// and 2.4x on i686; with 256 it never calls, and 1,000-chunk unwinds show no difference).
 pub const DEFAULT_RECLAIM_BYTES: usize = 8 << 20;
 
+/// Largest chunk a deep chain grows to by default (module docs, "Growth"): 16 MiB. A
+/// million-deep recursion of 32-byte frames then crosses about fifteen chunk boundaries
+/// instead of a thousand.
+pub const DEFAULT_GROWTH_MAX_BYTES: usize = 16 << 20;
+
 /// Settings of one runtime.
 #[derive(Clone, Copy, Debug)]
 pub struct RuntimeConfig {
@@ -151,6 +175,10 @@ pub struct RuntimeConfig {
     /// Whether the hot-path statistics are counted (`STACKRT_STATS=1`). Slow-path counters
     /// (carving, batches, arenas, releases) are always counted.
     pub count_stats: bool,
+    /// Largest chunk a deep chain grows to (module docs, "Growth"), bytes; at most the
+    /// standard chunk size (0 included): every chunk is a standard one unless a reserve needs
+    /// more.
+    pub growth_max: usize,
     /// Whether unlinked chunks are kept for reuse (thread caches, resident pool). `false` is
     /// the thesis's `mmu` without reuse: every unlinked chunk's pages go back to the system
     /// at once (`madvise`), and every new chunk is taken from the released ones (or carved).
@@ -177,6 +205,7 @@ impl RuntimeConfig {
             trim_window_ms: DEFAULT_TRIM_WINDOW_MS,
             clock: monotonic_ms,
             reclaim_budget: 0,
+            growth_max: 0,
             max_mappings,
             count_stats: true,
             reuse: true,
@@ -186,12 +215,38 @@ impl RuntimeConfig {
     /// The reclaim budget for real threads: [`DEFAULT_RECLAIM_BYTES`] of standard chunks, at
     /// least 8 unlinks.
     pub fn default_reclaim_budget(chunk_size: usize) -> u32 {
-        (DEFAULT_RECLAIM_BYTES / chunk_size).clamp(8, 1 << 16) as u32
+        Self::reclaim_budget_for(DEFAULT_RECLAIM_BYTES, chunk_size)
+    }
+
+    /// The reclaim budget for `bytes` of standard chunks of `chunk_size` bytes: at least 8
+    /// unlinks, at most 2^30.
+    pub fn reclaim_budget_for(bytes: usize, chunk_size: usize) -> u32 {
+        (bytes / chunk_size).clamp(8, 1 << 30) as u32
     }
 
     /// Bytes of a chunk of class `k`.
     pub fn class_size(&self, k: usize) -> usize {
         self.geometry.chunk_size << k
+    }
+
+    /// The class of a new chunk linked for a checkpoint with `below` bytes of stack in use
+    /// below it (module docs, "Growth"): about half of that, a power-of-two multiple of the
+    /// standard size, at most [`RuntimeConfig::growth_max`]. Class 0 while the stack is
+    /// shallow or growth is off.
+    pub fn growth_class(&self, below: usize) -> usize {
+        let cs = self.geometry.chunk_size;
+        let target = (below / 2).min(self.growth_max);
+        if target < 2 * cs {
+            return 0;
+        }
+        ((target / cs).ilog2() as usize).min(self.max_class())
+    }
+
+    /// The reclaim budget while the chain's newest chunk is of class `k`: as many unlinks as
+    /// give back about [`RuntimeConfig::reclaim_budget`] standard chunks' bytes (the chunks
+    /// below a grown chunk are no larger than it), at least one.
+    pub fn reclaim_budget_at(&self, k: usize) -> u32 {
+        (self.reclaim_budget >> k.min(31)).max(1)
     }
 
     /// The smallest class whose chunks hold `reserve` bytes below a fresh chunk's SP.
@@ -615,26 +670,37 @@ impl Runtime {
         }
     }
 
-    /// Wakes as many threads in a growth wait as there are growth tokens: at most that many
-    /// can go on after one give. Waking all of them made every give (a batch of chunks, a token
-    /// given back) wake every waiting thread, hundreds with many deep threads, to find that
-    /// all but a few must sleep again. The others see the give when their sleep times out,
-    /// and since it moved their deadline on, they sleep again (`wait_for_growth_token`).
+    /// Wakes as many threads in a growth wait as can go on: every one of them (up to as many
+    /// as there are growth tokens) when the held memory is below the soft limit, else one per
+    /// free growth token, else none. Waking all of them made every give (a batch of chunks,
+    /// a token given back) wake every waiting thread, hundreds with many deep threads, to
+    /// find that all but a few must sleep again; and every wake is two context switches, each
+    /// costing a thread that was in the middle of a deep unwind the return predictions of the
+    /// rest of it. The others see the give when their sleep times out, and since it moved
+    /// their deadline on, they sleep again (`wait_for_growth_token`).
     fn wake_waiters(&self) {
-        if self.waiters.load(SeqCst) != 0 {
-            let wake = i32::try_from(self.config.max_growers)
-                .unwrap_or(i32::MAX)
-                .max(1);
-            // SAFETY: FUTEX_WAKE on the runtime's aligned AtomicU32; no memory is written.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    self.gives.as_ptr(),
-                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                    wake,
-                )
-            };
+        if self.waiters.load(SeqCst) == 0 {
+            return;
         }
+        let max = self.config.max_growers.max(1);
+        let wake = if self.held.load(SeqCst) < self.config.soft_limit {
+            max
+        } else {
+            max.saturating_sub(self.growers.load(SeqCst))
+        };
+        if wake == 0 {
+            return;
+        }
+        let wake = i32::try_from(wake).unwrap_or(i32::MAX);
+        // SAFETY: FUTEX_WAKE on the runtime's aligned AtomicU32; no memory is written.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.gives.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                wake,
+            )
+        };
     }
 
     /// Carves `n` fresh chunks of class `k` (checking the memory and mapping limits).
@@ -740,7 +806,11 @@ impl Runtime {
         }
         self.stats.pool_gives.fetch_add(1, Relaxed);
         // Wake the threads waiting for memory (SeqCst pairs with wait_for_give: either this
-        // sees the waiter, or the waiter's futex sees the new count and does not sleep).
+        // sees the waiter, or the waiter's futex sees the new count and does not sleep), but
+        // only if one of them can go on: a give that leaves the held memory above the soft
+        // limit with every growth token taken would only wake threads that sleep again, and
+        // every such wake is two context switches (each costing a thread in the middle of a
+        // deep unwind the return predictions of the rest of it).
         self.gives.fetch_add(1, SeqCst);
         self.wake_waiters();
         self.trim();
@@ -808,6 +878,9 @@ impl Runtime {
         // SAFETY: h is free and owned here until it is in the pool.
         unsafe { l.push(h) };
         self.pools[k].with(|p| p.cold.splice(l));
+        // Memory went back: a thread waiting for memory may go on (as after a give).
+        self.gives.fetch_add(1, SeqCst);
+        self.wake_waiters();
     }
 
     fn note_resident(&self) {
@@ -1153,12 +1226,23 @@ impl ThreadChain {
         rt.release_growth_token(self);
     }
 
-    fn set_budget(&self, rt: &Runtime, thread_stack: usize) {
+    /// Stores the reclaim budget for a chain whose newest chunk is of class `k`.
+    fn set_budget(&self, rt: &Runtime, thread_stack: usize, k: usize) {
         if rt.config.reclaim_budget != 0 {
             // SAFETY: with a budget configured, the thread stack address is the entry
             // trampoline's 16-byte aligned scratch area, whose first 4 bytes are reserved for
             // the budget (global.rs), writable while the thread runs chunked code.
-            unsafe { (thread_stack as *mut u32).write(rt.config.reclaim_budget) };
+            unsafe { (thread_stack as *mut u32).write(rt.config.reclaim_budget_at(k)) };
+        }
+    }
+
+    /// The class of the chain's newest chunk for its reclaim budget: 0 for the first chunk
+    /// (nothing below it is ever unlinked; it may be offered memory of any length).
+    fn top_budget_class(&self, rt: &Runtime) -> usize {
+        if self.depth.get() < 2 {
+            0
+        } else {
+            rt.class_of(self.top.get())
         }
     }
 
@@ -1212,7 +1296,7 @@ impl ThreadChain {
         self.depth.set(1);
         self.chain_bytes.set(size);
         self.used_below.set(0);
-        self.set_budget(rt, thread_stack);
+        self.set_budget(rt, thread_stack, 0);
         if rt.config.count_stats {
             rt.stats.thread_enters.fetch_add(1, Relaxed);
             rt.stats.chunk_linked(size as u64);
@@ -1248,23 +1332,28 @@ impl ThreadChain {
                 header: top as usize,
             });
         }
-        let k = if reserve <= rt.config.geometry.capacity() {
+        let used_here = top as usize - caller_sp;
+        let below = self.used_below.get() + used_here;
+        let growth = if fits(caller_sp, reserve, limit) {
             0
         } else {
-            self.class_for(rt, reserve)?
+            rt.config.growth_class(below)
+        };
+        let k = if reserve <= rt.config.geometry.capacity() {
+            growth
+        } else {
+            self.class_for(rt, reserve)?.max(growth)
         };
         let size = rt.config.class_size(k);
         self.check_limit(rt, size)?;
         let h = self.acquire(rt, k)?;
         // SAFETY: h is a free mapped chunk now owned by this chain.
         unsafe { init_header(h.as_ptr(), thread_stack, caller_sp, top) };
-        let used_here = top as usize - caller_sp;
-        let below = self.used_below.get() + used_here;
         self.used_below.set(below);
         self.top.set(h.as_ptr());
         self.depth.set(self.depth.get() + 1);
         self.chain_bytes.set(self.chain_bytes.get() + size);
-        self.set_budget(rt, thread_stack);
+        self.set_budget(rt, thread_stack, k);
         if rt.config.count_stats {
             let s = &rt.stats;
             s.overflows.fetch_add(1, Relaxed);
@@ -1276,8 +1365,9 @@ impl ThreadChain {
         Ok(h)
     }
 
-    /// The hot split: the only chunk above `cur` is a standard chunk compiled code unlinked, and
-    /// the checkpoint wants a standard chunk. Unlinking it into the cache and taking it back
+    /// The hot split: the only chunk above `cur` is a chunk compiled code unlinked, and the
+    /// checkpoint wants a chunk of its class (a standard one, or the class growth gives at
+    /// this depth; module docs, "Growth"). Unlinking it into the cache and taking it back
     /// (the cache is LIFO) would link the same chunk again, so it is relinked on the spot, with
     /// the same statistics. `None` when the case does not apply (or something looks wrong:
     /// the general path then checks and reports it).
@@ -1302,7 +1392,7 @@ impl ThreadChain {
                 (*top).map_len,
             )
         };
-        if mark != UNLINKED || prev != cur || len != rt.config.geometry.map_len() {
+        if mark != UNLINKED || prev != cur {
             return None;
         }
         // SAFETY: cur is top's predecessor in the chain, mapped while linked.
@@ -1310,15 +1400,27 @@ impl ThreadChain {
         if thread_stack == UNLINKED || caller_sp < limit || caller_sp > cur as usize {
             return None;
         }
-        // SAFETY: top is unlinked by the code and owned by this chain; relinking it.
-        unsafe { init_header(top, thread_stack, caller_sp, cur) };
+        let k = rt.class_of(top);
+        let size = rt.config.class_size(k);
         let below =
             self.used_below.get() - (cur as usize - old_prev_sp) + (cur as usize - caller_sp);
+        // The class an overflow here would want: growth's, from the stack below (none for a
+        // forced overflow).
+        let want = if fits(caller_sp, reserve, limit) {
+            0
+        } else {
+            rt.config.growth_class(below)
+        };
+        if len != size + rt.config.geometry.guard_size || k != want {
+            return None;
+        }
+        // SAFETY: top is unlinked by the code and owned by this chain; relinking it.
+        unsafe { init_header(top, thread_stack, caller_sp, cur) };
         self.used_below.set(below);
-        self.set_budget(rt, thread_stack);
+        self.set_budget(rt, thread_stack, k);
         if rt.config.count_stats {
             let s = &rt.stats;
-            let size = rt.config.geometry.chunk_size as u64;
+            let size = size as u64;
             s.underflows.fetch_add(1, Relaxed);
             s.chunks_unlinked(1, size);
             s.overflows.fetch_add(1, Relaxed);
@@ -1351,7 +1453,8 @@ impl ThreadChain {
         let (prev, k) = self.unlink_top(rt);
         self.trim_cache(rt, k);
         // SAFETY: prev is the chain's current chunk, mapped while linked.
-        self.set_budget(rt, unsafe { (*prev.as_ptr()).thread_stack });
+        let thread_stack = unsafe { (*prev.as_ptr()).thread_stack };
+        self.set_budget(rt, thread_stack, self.top_budget_class(rt));
         Ok(prev)
     }
 
@@ -1373,7 +1476,8 @@ impl ThreadChain {
         // it is the chain's (non-null) top now.
         let top = self.top.get();
         // SAFETY: top is the chain's current chunk, mapped while linked.
-        self.set_budget(rt, unsafe { (*top).thread_stack });
+        let thread_stack = unsafe { (*top).thread_stack };
+        self.set_budget(rt, thread_stack, self.top_budget_class(rt));
         // SAFETY: an active chain has a non-null top.
         Ok(unsafe { NonNull::new_unchecked(top) })
     }
@@ -1521,6 +1625,16 @@ impl Default for ThreadChain {
 ///
 /// # Safety
 /// `h` is a mapped chunk header owned by the caller.
+/// Whether a checkpoint at `caller_sp` that needs `reserve` bytes fits above `limit` after all:
+/// its overflow was forced (a green thread's preemption poisons the limit word), so the chunk
+/// it gets is the reserve's class, never grown (module docs, "Growth"): a preempted thread
+/// leaves its chunk's rest unused, and that must not cost it a grown chunk each time.
+fn fits(caller_sp: usize, reserve: usize, limit: usize) -> bool {
+    caller_sp
+        .checked_sub(reserve.saturating_add(CHECK_SLACK))
+        .is_some_and(|low| low >= limit)
+}
+
 unsafe fn init_header(
     h: *mut ChunkHeader,
     thread_stack: usize,

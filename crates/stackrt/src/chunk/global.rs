@@ -10,7 +10,10 @@
 use core::ptr::{self, NonNull};
 use std::sync::OnceLock;
 
-use super::chain::{ChunkError, Runtime, RuntimeConfig, ThreadChain};
+use super::chain::{
+    ChunkError, Runtime, RuntimeConfig, ThreadChain, DEFAULT_GROWTH_MAX_BYTES,
+    DEFAULT_RECLAIM_BYTES,
+};
 use super::header::{page_size, ChunkGeometry, ChunkHeader, DEFAULT_CHUNK_SIZE};
 use super::msg::{exit_fatal, StackBuf};
 
@@ -164,6 +167,19 @@ pub fn set_no_reuse() {
     REUSE.store(false, core::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether deep chains get larger chunks ([`RuntimeConfig::growth_max`]); set for `lookahead`
+/// programs before the first thread enters, read when the runtime is built. Not for the heap
+/// mechanisms, whose slab chain links a chunk per large frame (a grown one would be megabytes
+/// per frame), nor the MMU mechanisms (each chunk is a guard page to fault on, the thesis's
+/// fixed size).
+static GROWTH: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Lets deep chains grow ([`GROWTH`]): `lookahead`. Must be called before the first
+/// `stackrt_chunk_thread_enter*`.
+pub fn set_growth() {
+    GROWTH.store(true, core::sync::atomic::Ordering::Relaxed);
+}
+
 fn build_runtime(guard: bool) -> Runtime {
     let chunk_size = program_chunk_size().unwrap_or(DEFAULT_CHUNK_SIZE);
     let guard_size = if guard { page_size() } else { 0 };
@@ -196,7 +212,13 @@ fn build_runtime(guard: bool) -> Runtime {
         .min(memory_limit);
     config.max_growers = cpus;
     config.count_stats = count_stats;
-    config.reclaim_budget = RuntimeConfig::default_reclaim_budget(chunk_size);
+    config.reclaim_budget = RuntimeConfig::reclaim_budget_for(
+        byte_setting("STACKRT_RECLAIM_BYTES", DEFAULT_RECLAIM_BYTES),
+        chunk_size,
+    );
+    if !guard && GROWTH.load(core::sync::atomic::Ordering::Relaxed) {
+        config.growth_max = byte_setting("STACKRT_CHUNK_GROWTH", DEFAULT_GROWTH_MAX_BYTES);
+    }
     config.reuse = REUSE.load(core::sync::atomic::Ordering::Relaxed);
     Runtime::new(config)
 }
