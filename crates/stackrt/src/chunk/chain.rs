@@ -237,13 +237,20 @@ impl RuntimeConfig {
     /// below it (module docs, "Growth"): about half of that, a power-of-two multiple of the
     /// standard size, at most [`RuntimeConfig::growth_max`]. Class 0 while the stack is
     /// shallow or growth is off.
+    #[inline]
     pub fn growth_class(&self, below: usize) -> usize {
         let cs = self.geometry.chunk_size;
         let target = (below / 2).min(self.growth_max);
         if target < 2 * cs {
+            // The hot split's usual case: two compares, no call.
             return 0;
         }
-        ((target / cs).ilog2() as usize).min(self.max_class())
+        self.grown_class(target)
+    }
+
+    #[inline(never)]
+    fn grown_class(&self, target: usize) -> usize {
+        ((target / self.geometry.chunk_size).ilog2() as usize).min(self.max_class())
     }
 
     /// The reclaim budget while the chain's newest chunk is of class `k`: as many unlinks as
@@ -1410,10 +1417,11 @@ impl ThreadChain {
             self.used_below.get() - (cur as usize - old_prev_sp) + (cur as usize - caller_sp);
         // The class an overflow here would want: growth's, from the stack below (none for a
         // forced overflow).
-        let want = if fits(caller_sp, reserve, limit) {
+        let grown = rt.config.growth_class(below);
+        let want = if grown != 0 && fits(caller_sp, reserve, limit) {
             0
         } else {
-            rt.config.growth_class(below)
+            grown
         };
         if len != size + rt.config.geometry.guard_size || k != want {
             return None;
