@@ -179,9 +179,9 @@ pub struct RuntimeConfig {
     /// Whether the hot-path statistics are counted (`STACKRT_STATS=1`). Slow-path counters
     /// (carving, batches, arenas, releases) are always counted.
     pub count_stats: bool,
-    /// Largest chunk a deep chain grows to (module docs, "Growth"), bytes; at most the
-    /// standard chunk size (0 included): every chunk is a standard one unless a reserve needs
-    /// more.
+    /// Largest chunk a deep chain grows to (module docs, "Growth"), bytes. Growth is off when
+    /// it is below two standard chunks (0 included): every chunk is then a standard one unless
+    /// a reserve needs more.
     pub growth_max: usize,
     /// Whether unlinked chunks are kept for reuse (thread caches, resident pool). `false` is
     /// the thesis's `mmu` without reuse: every unlinked chunk's pages go back to the system
@@ -816,12 +816,9 @@ impl Runtime {
             });
         }
         self.stats.pool_gives.fetch_add(1, Relaxed);
-        // Wake the threads waiting for memory (SeqCst pairs with wait_for_give: either this
-        // sees the waiter, or the waiter's futex sees the new count and does not sleep), but
-        // only if one of them can go on: a give that leaves the held memory above the soft
-        // limit with every growth token taken would only wake threads that sleep again, and
-        // every such wake is two context switches (each costing a thread in the middle of a
-        // deep unwind the return predictions of the rest of it).
+        // Wake the threads waiting for memory that can go on (`wake_waiters`; SeqCst pairs
+        // with wait_for_give: either this sees the waiter, or the waiter's futex sees the new
+        // count and does not sleep).
         self.gives.fetch_add(1, SeqCst);
         self.wake_waiters();
         self.trim();
@@ -1633,10 +1630,6 @@ impl Default for ThreadChain {
     }
 }
 
-/// Writes the per-use header words of a chunk being linked.
-///
-/// # Safety
-/// `h` is a mapped chunk header owned by the caller.
 /// Whether a checkpoint at `caller_sp` that needs `reserve` bytes fits above `limit` after all:
 /// its overflow was forced (a green thread's preemption poisons the limit word), so the chunk
 /// it gets is the reserve's class, never grown (module docs, "Growth"): a preempted thread
@@ -1647,6 +1640,10 @@ fn fits(caller_sp: usize, reserve: usize, limit: usize) -> bool {
         .is_some_and(|low| low >= limit)
 }
 
+/// Writes the per-use header words of a chunk being linked.
+///
+/// # Safety
+/// `h` is a mapped chunk header owned by the caller.
 unsafe fn init_header(
     h: *mut ChunkHeader,
     thread_stack: usize,
