@@ -112,7 +112,8 @@ pub const DEFAULT_CACHE_MIN: usize = 4;
 /// a thread keeps its next deep recursion's largest chunks at hand, without a refill that
 /// would wait at the soft limit. Measured on the thesis-size tree with 64 threads: with at
 /// most one cached chunk of each class over 512 KiB, 1.11x `traditional`'s time (x86-64) at
-/// 435 MiB; with none, 1.15x; with two, 1.03x at 772 MiB (traditional: 2018 MiB).
+/// 435 MiB; with two, 1.03x at 772 MiB (traditional: 2018 MiB); with none of 1 MiB and more,
+/// about 1.16x (i686).
 pub const LARGE_CLASS_CACHE: usize = 2;
 
 /// Bytes of chunks a class-0 cache may hold at most, and a batch at most (512 KiB: 16 chunks
