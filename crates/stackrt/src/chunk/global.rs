@@ -174,7 +174,7 @@ pub fn set_no_reuse() {
 /// fixed size).
 static GROWTH: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-/// Lets deep chains grow ([`GROWTH`]): `lookahead`. Must be called before the first
+/// Lets deep chains grow (`GROWTH`): `lookahead`. Must be called before the first
 /// `stackrt_chunk_thread_enter*`.
 pub fn set_growth() {
     GROWTH.store(true, core::sync::atomic::Ordering::Relaxed);
