@@ -25,14 +25,14 @@ use std::cell::UnsafeCell;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use stackrt::base::os::page_size;
 use stackrt::chunk::arena::{release_pages, Arenas};
-use stackrt::chunk::header::page_size;
 use stackrt::chunk::pool::FreeList;
+use stackrt::chunk::stats::StatsSnapshot;
 use stackrt::chunk::{
     runtime, stackrt_chunk_overflow, stackrt_chunk_thread_enter, stackrt_chunk_underflow,
     ChunkGeometry, ChunkHeader, Runtime, RuntimeConfig, ThreadChain, DEFAULT_CHUNK_SIZE, UNLINKED,
 };
-use stackrt::stats::StatsSnapshot;
 
 fn geometry() -> ChunkGeometry {
     ChunkGeometry::new(DEFAULT_CHUNK_SIZE, 0).expect("32 KiB is a page multiple")

@@ -1049,11 +1049,11 @@ impl FnLower<'_, '_> {
 }
 
 /// Name of the `u32` data symbol that selects the thread library's implementation in the
-/// runtime (mirrors `stackrt::green::THREADS_SYMBOL`): absent or 0, OS threads; 1, green
+/// runtime (mirrors `stackrt::base::abi::THREADS_SYMBOL`): absent or 0, OS threads; 1, green
 /// threads (`cmm compile --threads green`).
 pub const THREADS_SYMBOL: &str = "__cmm_threads";
 
-/// `THREADS_SYMBOL`'s value for green threads (mirrors `stackrt::green::THREADS_GREEN`).
+/// `THREADS_SYMBOL`'s value for green threads (mirrors `stackrt::base::abi::THREADS_GREEN`).
 pub const THREADS_GREEN: u32 = 1;
 
 /// Marks a lowered program as running its `sthread_*` threads as green threads: appends the
@@ -1076,7 +1076,7 @@ mod thread_model_tests {
 
     #[test]
     fn green_threads_mark_is_the_runtimes_symbol() {
-        // Mirrored in stackrt::green::THREADS_SYMBOL / THREADS_GREEN (checked there too).
+        // Mirrored in stackrt::base::abi::THREADS_SYMBOL / THREADS_GREEN (checked there too).
         assert_eq!(THREADS_SYMBOL, "__cmm_threads");
         assert_eq!(THREADS_GREEN, 1);
         let mut p = LoweredProgram {

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Data objects (namespace 1) follow [`LoweredProgram::data`], then `__cmm_abi` (a 32-bit
-//! exported constant 0 = "native System V", see `crates/stackrt/src/abi.rs`).
+//! exported constant 0 = "native System V", see `crates/stackrt/src/base/abi.rs`).
 //!
 //! **Variadic externs.** Cranelift has no variadic signatures, so it never sets `al` (the number
 //! of vector registers holding arguments) before a call; glibc's `printf` then may skip or

@@ -35,7 +35,9 @@ use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use nix::sys::mman::{mmap_anonymous, mprotect, munmap, MapFlags, ProtFlags};
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 
-use crate::chunk::msg::{gettid, StackBuf};
+use crate::base::diag::StackBuf;
+use crate::base::os::gettid;
+use crate::base::ucontext::regs;
 use crate::mech::mmu::{self, ChunkBounds, Fault, Verdict};
 
 /// The program's ABI, for the handler (0 until [`install`]).
@@ -99,7 +101,7 @@ pub fn install(abi: u32) {
 }
 
 fn page() -> usize {
-    crate::chunk::header::page_size()
+    crate::base::os::page_size()
 }
 
 /// Gives the calling thread its alternate signal stack and, for fixed-stack mechanisms
@@ -180,27 +182,6 @@ fn current_stack() -> Option<(usize, usize)> {
     (rc == 0).then_some((addr as usize, size))
 }
 
-/// The registers the handler reads and writes, per architecture.
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod regs {
-    /// `REG_RSP` and `REG_RIP` in `uc_mcontext.gregs`.
-    pub const SP: usize = 15;
-    pub const PC: usize = 16;
-    /// `REG_RBP`: the chunk register of the chunked mechanisms.
-    pub const CHUNK: usize = 10;
-    pub const IS64: bool = true;
-}
-#[cfg(target_arch = "x86")]
-pub(crate) mod regs {
-    /// `REG_ESP` and `REG_EIP` in `uc_mcontext.gregs` (runtime-facts.md: writing `REG_UESP`
-    /// has no effect on `sigreturn`).
-    pub const SP: usize = 7;
-    pub const PC: usize = 14;
-    /// `REG_EBP`: the chunk register of the chunked mechanisms.
-    pub const CHUNK: usize = 6;
-    pub const IS64: bool = false;
-}
-
 extern "C" fn on_segv(_sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
@@ -210,7 +191,7 @@ extern "C" fn on_segv(_sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
     let sp = gregs[regs::SP] as usize;
     let pc = gregs[regs::PC] as usize;
     let abi = ABI.load(Relaxed);
-    let mmu_abi = abi == crate::abi::ABI_MMU || abi == crate::abi::ABI_MMU_REUSE;
+    let mmu_abi = abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE;
     let chunk = if mmu_abi {
         crate::chunk::global::running_chunk()
     } else {
@@ -234,7 +215,7 @@ extern "C" fn on_segv(_sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void)
     match (verdict, chunk) {
         (Verdict::Grow(run), Some((cur, _, _))) => {
             let new = crate::chunk::global::fault_overflow(cur, sp, run.distance);
-            let stub = if abi == crate::abi::ABI_MMU_REUSE {
+            let stub = if abi == crate::base::abi::ABI_MMU_REUSE {
                 mmu::stackrt_mmu_underflow_reuse as *const () as usize
             } else {
                 mmu::stackrt_mmu_underflow as *const () as usize
@@ -275,13 +256,13 @@ fn restore_default() {
 
 fn mech_name(abi: u32) -> &'static str {
     match abi {
-        crate::abi::ABI_TRADITIONAL => "traditional",
-        crate::abi::ABI_CALLEE_CLEANUP => "callee-cleanup",
-        crate::abi::ABI_LOOKAHEAD => "lookahead",
-        crate::abi::ABI_MMU => "mmu",
-        crate::abi::ABI_MMU_REUSE => "mmu-reuse",
-        crate::abi::ABI_HEAP => "heap",
-        crate::abi::ABI_HEAP_MALLOC => "heap-malloc",
+        crate::base::abi::ABI_TRADITIONAL => "traditional",
+        crate::base::abi::ABI_CALLEE_CLEANUP => "callee-cleanup",
+        crate::base::abi::ABI_LOOKAHEAD => "lookahead",
+        crate::base::abi::ABI_MMU => "mmu",
+        crate::base::abi::ABI_MMU_REUSE => "mmu-reuse",
+        crate::base::abi::ABI_HEAP => "heap",
+        crate::base::abi::ABI_HEAP_MALLOC => "heap-malloc",
         _ => "traditional --backend native",
     }
 }

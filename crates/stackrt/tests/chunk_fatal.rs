@@ -10,7 +10,7 @@ mod common;
 use common::NativeStack;
 use std::process::Command;
 
-use stackrt::chunk::chain::DEFAULT_RECLAIM_BYTES;
+use stackrt::chunk::config::DEFAULT_RECLAIM_BYTES;
 use stackrt::chunk::{
     stackrt_chunk_overflow, stackrt_chunk_reclaim, stackrt_chunk_size, stackrt_chunk_thread_enter,
     stackrt_chunk_thread_enter_guarded, stackrt_chunk_thread_exit, stackrt_chunk_underflow,

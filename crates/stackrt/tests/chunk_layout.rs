@@ -5,10 +5,11 @@
 //! a block over half an arena gets its own, an arena's tail is spilled as standard chunks, and
 //! a released chunk's stack pages go back to the system.
 
+use stackrt::base::os::page_size;
 use stackrt::chunk::arena::{release_pages, Arenas};
 use stackrt::chunk::header::{
-    page_size, GeometryError, OFF_LIMIT, OFF_LINK, OFF_MAP_BASE, OFF_MAP_LEN, OFF_PREV_HEADER,
-    OFF_PREV_SP, OFF_RESUME, OFF_THREAD_STACK,
+    GeometryError, OFF_LIMIT, OFF_LINK, OFF_MAP_BASE, OFF_MAP_LEN, OFF_PREV_HEADER, OFF_PREV_SP,
+    OFF_RESUME, OFF_THREAD_STACK,
 };
 use stackrt::chunk::pool::FreeList;
 use stackrt::chunk::{

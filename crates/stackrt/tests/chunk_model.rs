@@ -30,13 +30,13 @@ use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use proptest::prelude::*;
+use stackrt::base::os::page_size;
 use stackrt::chunk::arena::MAX_REGIONS;
-use stackrt::chunk::header::page_size;
+use stackrt::chunk::stats::StatsSnapshot;
 use stackrt::chunk::{
     ChunkError, ChunkGeometry, ChunkHeader, MapError, Runtime, RuntimeConfig, ThreadChain,
     CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
 };
-use stackrt::stats::StatsSnapshot;
 
 /// Length of a window of the release policy, in units of the tests' fake clocks.
 const W: u64 = 10;

@@ -15,12 +15,13 @@ use common::NativeStack;
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier, Mutex};
 
-use stackrt::chunk::chain::{DEFAULT_GROWTH_MAX_BYTES, DEFAULT_RECLAIM_BYTES};
+use stackrt::base::program::program_chunk_size;
+use stackrt::chunk::config::{DEFAULT_GROWTH_MAX_BYTES, DEFAULT_RECLAIM_BYTES};
 use stackrt::chunk::{
-    chunk_capacity, program_chunk_size, runtime, stackrt_chunk_current, stackrt_chunk_overflow,
-    stackrt_chunk_reclaim, stackrt_chunk_size, stackrt_chunk_thread_enter,
-    stackrt_chunk_thread_exit, stackrt_chunk_underflow, ChunkGeometry, ChunkHeader, Runtime,
-    RuntimeConfig, ThreadChain, CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
+    chunk_capacity, runtime, stackrt_chunk_current, stackrt_chunk_overflow, stackrt_chunk_reclaim,
+    stackrt_chunk_size, stackrt_chunk_thread_enter, stackrt_chunk_thread_exit,
+    stackrt_chunk_underflow, ChunkGeometry, ChunkHeader, Runtime, RuntimeConfig, ThreadChain,
+    CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
 };
 
 /// This program's chunk size, as a compiled C-- program would define it.

@@ -1,5 +1,5 @@
 //! The green-thread context switch (`stackrt::green::context`, assembly in
-//! `crate::arch::*_switch`): a million round trips between the test's own context and a green
+//! `crate::green::arch`): a million round trips between the test's own context and a green
 //! one keep a shared count in step (both targets: `cargo test -p stackrt --target
 //! i686-unknown-linux-gnu --test green_switch` runs it in 32 bits), and on x86-64 the
 //! callee-saved registers (rbx, rbp, r12-r15) of each side survive the other side setting them

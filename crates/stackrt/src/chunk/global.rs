@@ -5,17 +5,20 @@
 //! thread's entry trampoline, before any C-- code runs): it reads the chunk size the program
 //! was compiled with (the weak data symbol [`super::CHUNK_SIZE_SYMBOL`]), `STACKRT_STACK_LIMIT`,
 //! `STACKRT_MEMORY_LIMIT`, `STACKRT_SOFT_LIMIT`, `STACKRT_STATS` and `vm.max_map_count`. Every error of the entry points ends the program
-//! with one line on stderr naming the thread (see [`super::msg::FATAL_EXIT_STATUS`]).
+//! with one line on stderr naming the thread (see [`crate::base::diag::FATAL_EXIT_STATUS`]).
 
 use core::ptr::{self, NonNull};
 use std::sync::OnceLock;
 
-use super::chain::{
-    ChunkError, Runtime, RuntimeConfig, ThreadChain, DEFAULT_GROWTH_MAX_BYTES,
-    DEFAULT_RECLAIM_BYTES,
-};
-use super::header::{page_size, ChunkGeometry, ChunkHeader, DEFAULT_CHUNK_SIZE};
-use super::msg::{exit_fatal, StackBuf};
+use super::chain::ThreadChain;
+use super::config::{RuntimeConfig, DEFAULT_GROWTH_MAX_BYTES, DEFAULT_RECLAIM_BYTES};
+use super::error::ChunkError;
+use super::header::{ChunkGeometry, ChunkHeader, DEFAULT_CHUNK_SIZE};
+use super::poison;
+use super::runtime::Runtime;
+use crate::base::diag::{exit_fatal, StackBuf};
+use crate::base::os::page_size;
+use crate::base::program::program_chunk_size;
 
 /// The default limits: `(per-thread stack limit, memory limit of all threads)`, both 3/4 of
 /// the physical memory, and on 32-bit targets at most 3 GiB (where the address space runs out
@@ -87,19 +90,6 @@ impl Drop for ExitGuard {
     }
 }
 
-crate::weak::weak_symbol!(
-    /// Address of `__cmm_chunk_size` (weak: programs of the non-chunk mechanisms and the
-    /// runtime's own test binaries do not define it, and then the default applies), or 0.
-    fn chunk_size_symbol => "__cmm_chunk_size", stackrt_chunk_size_ref
-);
-
-/// The chunk size the program was compiled with (`__cmm_chunk_size`), if it defines one.
-pub fn program_chunk_size() -> Option<usize> {
-    let p = chunk_size_symbol();
-    // SAFETY: a non-zero address is the program's u32 symbol.
-    (p != 0).then(|| unsafe { (p as *const u32).read() } as usize)
-}
-
 /// Parses a byte count: decimal digits with an optional binary suffix `K`, `M` or `G` (either
 /// case, optionally followed by `B` or `iB`).
 pub fn parse_bytes(s: &str) -> Option<usize> {
@@ -133,12 +123,10 @@ fn max_map_count() -> usize {
         .unwrap_or(65530)
 }
 
-extern "C" fn print_stats_at_exit() {
+/// The chunk runtime's part of the `STACKRT_STATS=1` exit report.
+fn print_stats_at_exit() {
     if let Some(rt) = RUNTIME.get() {
         rt.stats().snapshot().print(rt.config().geometry.chunk_size);
-        let mut buf = StackBuf::<1024>::new();
-        let _ = crate::mech::heap::write_report(&mut buf);
-        buf.write_to_stderr();
     }
 }
 
@@ -205,9 +193,7 @@ fn build_runtime(guard: bool) -> Runtime {
         .max(16);
     let mut config = RuntimeConfig::new(geometry, stack_limit, max_mappings);
     config.memory_limit = memory_limit;
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    let cpus = usize::try_from(cpus).unwrap_or(1).max(1);
+    let cpus = crate::base::os::cpus();
     config.soft_limit = byte_setting("STACKRT_SOFT_LIMIT", default_soft_limit(memory_limit, cpus))
         .min(memory_limit);
     config.max_growers = cpus;
@@ -235,8 +221,7 @@ fn runtime_init(guard: bool) -> &'static Runtime {
         build_runtime(guard)
     });
     if created && rt.config().count_stats {
-        // SAFETY: registering a plain extern "C" function with no arguments.
-        unsafe { libc::atexit(print_stats_at_exit) };
+        crate::base::diag::add_exit_report(print_stats_at_exit);
     }
     if (rt.config().geometry.guard_size != 0) != guard {
         init_error(format_args!(
@@ -252,7 +237,10 @@ fn fatal(chain: &ThreadChain, err: ChunkError) -> ! {
     let _ = if chain.id() == u32::MAX {
         core::fmt::write(
             &mut buf,
-            format_args!("stackrt: thread (tid {}): {err}\n", super::msg::gettid()),
+            format_args!(
+                "stackrt: thread (tid {}): {err}\n",
+                crate::base::os::gettid()
+            ),
         )
     } else {
         core::fmt::write(
@@ -322,10 +310,10 @@ pub extern "C" fn stackrt_chunk_overflow(
     caller_sp: usize,
     reserve: usize,
 ) -> *mut ChunkHeader {
-    if crate::green::preempt::active() {
-        // May switch to another green thread and resume on another worker: the chain is
+    if let Some(hook) = poison::checkpoint_hook() {
+        // May switch to another green thread and resume on another OS thread: the chain is
         // found afresh below, out of line.
-        crate::green::preempt::at_checkpoint();
+        hook();
     }
     overflow_here(cur, caller_sp, reserve)
 }
@@ -350,9 +338,9 @@ pub extern "C" fn stackrt_chunk_underflow(cur: *mut ChunkHeader) -> *mut ChunkHe
 /// budget. Returns `cur`.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_reclaim(cur: *mut ChunkHeader) -> *mut ChunkHeader {
-    if crate::green::preempt::active() {
+    if let Some(hook) = poison::checkpoint_hook() {
         // As in `stackrt_chunk_overflow`.
-        crate::green::preempt::at_checkpoint();
+        hook();
     }
     reclaim_here(cur)
 }
@@ -368,8 +356,8 @@ fn reclaim_here(cur: *mut ChunkHeader) -> *mut ChunkHeader {
 /// stack. Calling it while running on a chunk, or twice, is a fatal error.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_thread_exit() {
-    if crate::green::preempt::active() {
-        crate::green::preempt::disarm();
+    if poison::hooked() {
+        poison::disarm();
     }
     let rt = runtime_or_fatal();
     let sp = approx_sp();
@@ -437,11 +425,7 @@ pub fn fault_overflow(
     distance: usize,
 ) -> *mut ChunkHeader {
     let rt = runtime_or_fatal();
-    if rt.config().count_stats {
-        rt.stats()
-            .faults
-            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-    }
+    rt.stats().fault(rt.config().count_stats);
     CHAIN.with(|c| unwrap_or_fatal(c, c.overflow(rt, cur, caller_sp, distance)))
 }
 
@@ -476,13 +460,13 @@ pub fn under_memory_pressure() -> bool {
 
 /// Exchanges the calling OS thread's chain with a green thread's (`crate::green`): the worker
 /// swaps a green thread's chain in before switching to it and out after it switched back.
-pub fn swap_chain(state: &mut super::chain::ChainState) {
+pub fn swap_chain(state: &mut super::state::ChainState) {
     CHAIN.with(|c| c.swap_state(state))
 }
 
 /// Saves the calling OS thread's chain in `save` and loads `load`'s (a direct switch between
 /// two green threads).
-pub fn switch_chain(save: &mut super::chain::ChainState, load: &super::chain::ChainState) {
+pub fn switch_chain(save: &mut super::state::ChainState, load: &super::state::ChainState) {
     CHAIN.with(|c| c.switch_state(save, load))
 }
 

@@ -1,6 +1,6 @@
 //! The chunk header: the book-keeping words at the top of every stack chunk, and the chunk
 //! geometry. This layout is the ABI contract between the compiler's emitted sequences, the
-//! assembly handlers in `arch/`/`mech/` and the Rust chunk runtime.
+//! assembly handlers in `mech/arch/` and the Rust chunk runtime.
 //!
 //! A chunk (a page-aligned block carved from an arena, see `super::arena`) looks like this; addresses grow to the right and the
 //! stack grows to the left, from the header down towards `limit`:
@@ -21,6 +21,8 @@
 //! Word `i` of the header is at byte offset `i * P` (P = pointer size: 4 on i686, 8 on x86-64);
 //! words 0..=2 are exactly the thesis's Figure 3.4 (`[EBP]` thread stack, `[EBP+4]` previous
 //! ESP, `[EBP+8]` previous EBP).
+
+use crate::base::os::page_size;
 
 /// The header at the top of every chunk. `#[repr(C)]`, all fields pointer-sized.
 #[repr(C)]
@@ -194,16 +196,5 @@ impl ChunkGeometry {
         } else {
             2
         }
-    }
-}
-
-/// The system page size.
-pub fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
     }
 }

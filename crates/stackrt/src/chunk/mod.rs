@@ -53,28 +53,39 @@
 //! # Environment
 //! `STACKRT_STACK_LIMIT` (bytes, suffix K/M/G allowed) limits each thread's chunk bytes,
 //! `STACKRT_MEMORY_LIMIT` the chunk memory of all threads together (defaults in
-//! [`global`]); `STACKRT_STATS=1` prints [`crate::stats`] at exit.
+//! [`global`]); `STACKRT_STATS=1` prints [`stats`] at exit.
 
 pub mod arena;
+pub mod cache;
 pub mod chain;
+pub mod config;
+pub mod error;
 pub mod global;
 pub mod header;
-pub mod msg;
+pub mod poison;
 pub mod pool;
+pub mod pressure;
+pub mod release;
+pub mod runtime;
+pub mod state;
+pub mod stats;
+pub mod supply;
 
+pub use crate::base::diag::FATAL_EXIT_STATUS;
 pub use arena::MapError;
-pub use chain::{ChunkError, Runtime, RuntimeConfig, ThreadChain, NUM_CLASSES};
+pub use chain::ThreadChain;
+pub use config::{RuntimeConfig, NUM_CLASSES};
+pub use error::ChunkError;
 pub use global::{
-    default_limits, parse_bytes, program_chunk_size, runtime, stackrt_chunk_current,
-    stackrt_chunk_overflow, stackrt_chunk_reclaim, stackrt_chunk_size, stackrt_chunk_thread_enter,
+    default_limits, parse_bytes, runtime, stackrt_chunk_current, stackrt_chunk_overflow,
+    stackrt_chunk_reclaim, stackrt_chunk_size, stackrt_chunk_thread_enter,
     stackrt_chunk_thread_enter_guarded, stackrt_chunk_thread_exit, stackrt_chunk_underflow,
 };
 pub use header::{
     chunk_capacity, ChunkGeometry, ChunkHeader, CHECK_SLACK, DEFAULT_CHUNK_SIZE, HEADER_SIZE,
     UNLINKED,
 };
-pub use msg::FATAL_EXIT_STATUS;
+pub use runtime::Runtime;
 
-/// Name of the data symbol holding the program's chunk size (a `u32`, bytes). Mirrored in
-/// `crate::abi` for the compiler side.
-pub const CHUNK_SIZE_SYMBOL: &str = "__cmm_chunk_size";
+/// Name of the data symbol holding the program's chunk size (a `u32`, bytes).
+pub use crate::base::abi::CHUNK_SIZE_SYMBOL;

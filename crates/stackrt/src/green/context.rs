@@ -1,5 +1,5 @@
 //! Execution contexts of green threads: a stack, a saved stack pointer, and the switch between
-//! two contexts (`stackrt_green_switch`, `crate::arch::{x86_64,i686}_switch`), which saves only
+//! two contexts (`stackrt_green_switch`, `crate::green::arch::{x86_64,i686}`), which saves only
 //! the C ABI's callee-saved registers: a switch happens inside a C call (the thread library),
 //! where everything else is dead.
 //!
@@ -34,7 +34,7 @@ pub unsafe fn init(top: usize, entry: Entry, arg: usize) -> usize {
     debug_assert!(top.is_multiple_of(16));
     let slot = |i: usize| (top - i * P) as *mut usize;
     // SAFETY: the caller gives us [top - 64, top); the words written are the frame that
-    // `stackrt_green_switch` pops (see the layout in `crate::arch::*_switch`).
+    // `stackrt_green_switch` pops (see the layout in `crate::green::arch`).
     unsafe {
         slot(1).write(0);
         slot(2).write(stackrt_green_start as *const () as usize);
@@ -82,7 +82,7 @@ pub struct Stack {
 impl Stack {
     /// A stack with `size` usable bytes (rounded up to pages) above a one-page guard.
     pub fn new(size: usize) -> Result<Stack, nix::Error> {
-        let page = crate::chunk::header::page_size();
+        let page = crate::base::os::page_size();
         let usable = size.div_ceil(page).max(1) * page;
         let len = usable + page;
         let n = NonZeroUsize::new(len).ok_or(nix::Error::EINVAL)?;
@@ -114,7 +114,7 @@ impl Stack {
 
     /// The usable part as (lowest address, size): everything above the guard page.
     pub fn usable(&self) -> (usize, usize) {
-        let page = crate::chunk::header::page_size();
+        let page = crate::base::os::page_size();
         (self.base + page, self.len - page)
     }
 }

@@ -39,11 +39,12 @@ use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::context::{self, Stack};
 use super::det::{Det, Policy};
-use super::preempt;
+use super::preempt::{self, Preemption};
 use super::queue::{RunQueues, Source};
 use super::stacks::{block_size, BlockCache, Blocks};
-use super::sync::RawSpin;
-use crate::chunk::chain::ChainState;
+use crate::base::spin::RawSpin;
+use crate::chunk::poison;
+use crate::chunk::state::ChainState;
 
 /// Stack of a green thread under a fixed-stack convention when `sthread_create` asks for none
 /// (`fpStackSize <= 0`): 8 MiB, glibc's default thread stack under the usual `ulimit -s`.
@@ -225,9 +226,9 @@ fn worker_count() -> usize {
     if let Ok(v) = std::env::var("STACKRT_WORKERS") {
         match v.trim().parse::<usize>() {
             Ok(n) if (1..=1024).contains(&n) => return n,
-            _ => crate::threads::fail(
+            _ => crate::base::diag::fail(
                 &format!("stackrt: STACKRT_WORKERS={v:?} is not a number of workers (1 to 1024)"),
-                crate::abi::THREAD_FAILURE_EXIT_STATUS,
+                crate::base::abi::THREAD_FAILURE_EXIT_STATUS,
             ),
         }
     }
@@ -237,7 +238,7 @@ fn worker_count() -> usize {
 }
 
 fn fail(msg: &str) -> ! {
-    crate::threads::fail(msg, crate::abi::THREAD_FAILURE_EXIT_STATUS)
+    crate::base::diag::fail(msg, crate::base::abi::THREAD_FAILURE_EXIT_STATUS)
 }
 
 /// Starts the scheduler for a program of convention `abi` on the main OS thread, which becomes
@@ -274,10 +275,21 @@ pub fn start(abi: u32) -> &'static Green {
     }
     // The deterministic mode runs every green thread on one worker.
     let n = if det.is_some() { 1 } else { worker_count() };
-    let lookahead = abi == crate::abi::ABI_LOOKAHEAD;
-    let chunked = lookahead || abi == crate::abi::ABI_MMU || abi == crate::abi::ABI_MMU_REUSE;
-    let slice = preempt::configure(lookahead, det.is_some());
-    let heap = abi == crate::abi::ABI_HEAP || abi == crate::abi::ABI_HEAP_MALLOC;
+    let lookahead = abi == crate::base::abi::ABI_LOOKAHEAD;
+    let chunked =
+        lookahead || abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE;
+    let slice = match preempt::configure(lookahead, det.is_some()) {
+        Preemption::Off => None,
+        Preemption::Deterministic => {
+            poison::set_checkpoint_hook(at_checkpoint);
+            None
+        }
+        Preemption::Slice(d) => {
+            poison::set_checkpoint_hook(at_checkpoint);
+            Some(d)
+        }
+    };
+    let heap = abi == crate::base::abi::ABI_HEAP || abi == crate::base::abi::ABI_HEAP_MALLOC;
     if heap {
         crate::mech::heap::set_worker_mode();
     }
@@ -376,10 +388,10 @@ pub fn start(abi: u32) -> &'static Green {
 impl Worker {
     /// Records the calling OS thread as this worker's, for the preemption monitor.
     fn register_os_thread(&self) {
-        self.tid.store(crate::chunk::msg::gettid(), Relaxed);
+        self.tid.store(crate::base::os::gettid(), Relaxed);
         self.os_thread
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
-        preempt::thread_init();
+        poison::thread_init();
     }
 
     /// Counts `by` switches in [`Worker::tick`] (only the worker's own thread writes it).
@@ -439,7 +451,7 @@ extern "C" fn worker0_entry(_: usize) -> ! {
 
 fn worker_os_thread(i: usize) {
     let s = sched();
-    crate::signals::thread_setup(crate::mech::is_fixed_stack_abi(s.abi), false);
+    crate::signals::thread_setup(crate::base::abi::is_fixed_stack_abi(s.abi), false);
     if s.chunked {
         crate::chunk::global::set_worker();
     }
@@ -482,9 +494,9 @@ impl Sched {
                     Ok(e) => self.run(w, e.thread.0),
                     Err(e) => {
                         lock_det(d).flush();
-                        crate::threads::fail(
+                        crate::base::diag::fail(
                             &format!("stackrt: {e}"),
-                            crate::chunk::FATAL_EXIT_STATUS,
+                            crate::base::diag::FATAL_EXIT_STATUS,
                         )
                     }
                 }
@@ -515,13 +527,13 @@ impl Sched {
         fence(SeqCst);
         if self.queues.is_empty() {
             if sleeping == self.workers.len() {
-                crate::threads::fail(
+                crate::base::diag::fail(
                     &format!(
                         "stackrt: deadlock: every green thread is blocked ({} alive, all \
                          waiting for a join or a mutex)",
                         self.alive.load(SeqCst)
                     ),
-                    crate::chunk::FATAL_EXIT_STATUS,
+                    crate::base::diag::FATAL_EXIT_STATUS,
                 );
             }
             drop(self.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
@@ -724,7 +736,7 @@ extern "C" fn green_entry(g: usize) -> ! {
 #[inline(never)]
 fn run_body(g: &Green) -> usize {
     let s = sched();
-    if crate::mech::is_emitted_abi(s.abi) {
+    if crate::base::abi::is_emitted_abi(s.abi) {
         // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this
         // program, compiled with its convention.
         match unsafe { crate::mech::enter(s.abi, g.fp, g.arg, 0) } {
@@ -747,8 +759,8 @@ fn run_body(g: &Green) -> usize {
 /// Returns when the thread is resumed, possibly on another worker.
 #[inline(never)]
 fn switch_out(after: After) {
-    if preempt::active() {
-        preempt::disarm();
+    if poison::hooked() {
+        poison::disarm();
     }
     let w = this_worker();
     let g = w.current.get();
@@ -777,8 +789,8 @@ fn complete_switch() {
 /// continues (the other workers serve their own queues).
 #[inline(never)]
 fn yield_direct(s: &Sched) {
-    if preempt::active() {
-        preempt::disarm();
+    if poison::hooked() {
+        poison::disarm();
     }
     let w = this_worker();
     let Some(GreenPtr(next)) = s.queues.pop_own(w.index) else {
@@ -839,9 +851,27 @@ pub fn yield_now() {
     yield_direct(sched());
 }
 
-/// A preemption requested at a checkpoint ([`preempt::at_checkpoint`]): the thread yields as
+/// The chunk runtime's checkpoint hook (`crate::chunk::poison`): a checkpoint entered the
+/// runtime (an overflow or a reclaim). Yields if the thread was asked to (its limit was
+/// poisoned), and in the deterministic mode lets the seed decide. Returns when the thread runs
+/// again, possibly on another worker: the caller finds its thread-locals afresh, out of line.
+#[inline(never)]
+fn at_checkpoint() {
+    if poison::disarm() {
+        // Under memory pressure a preempted thread would keep its chunks while others grow:
+        // the running one goes on, to finish and give them back (as only as many OS threads
+        // as CPUs may grow then).
+        if !crate::chunk::global::under_memory_pressure() {
+            preempt_current();
+        }
+    } else {
+        det_point();
+    }
+}
+
+/// A preemption requested at a checkpoint ([`at_checkpoint`]): the thread yields as
 /// `sthread_yield` would.
-pub fn preempt_current() {
+fn preempt_current() {
     let s = sched();
     if s.count_stats {
         s.stats.preemptions.fetch_add(1, Relaxed);
@@ -927,7 +957,7 @@ pub unsafe fn join(g: *const Green) -> usize {
 
 extern "C" fn print_stats_at_exit() {
     let Some(s) = SCHED.get() else { return };
-    let mut buf = crate::chunk::msg::StackBuf::<512>::new();
+    let mut buf = crate::base::diag::StackBuf::<512>::new();
     let st = &s.stats;
     let _ = core::fmt::write(
         &mut buf,

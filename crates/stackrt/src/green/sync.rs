@@ -8,7 +8,7 @@ use core::cell::UnsafeCell;
 use std::collections::VecDeque;
 
 use super::sched::{self, Green};
-pub use crate::chunk::pool::RawSpin;
+pub use crate::base::spin::RawSpin;
 
 struct MutexState {
     locked: bool,

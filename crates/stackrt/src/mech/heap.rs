@@ -1,5 +1,5 @@
-//! The `heap` and `heap-malloc` mechanisms' side of the runtime (ABIs [`crate::abi::ABI_HEAP`]
-//! and [`crate::abi::ABI_HEAP_MALLOC`], thesis 3.4.2, paper 4.3): the per-thread frame
+//! The `heap` and `heap-malloc` mechanisms' side of the runtime (ABIs [`crate::base::abi::ABI_HEAP`]
+//! and [`crate::base::abi::ABI_HEAP_MALLOC`], thesis 3.4.2, paper 4.3): the per-thread frame
 //! allocator that the emitted code runs inline, its slow paths, and entering C-- code.
 //!
 //! Every C-- activation has its own heap block: the caller takes one of the callee's size class
@@ -32,7 +32,8 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
-use crate::chunk::msg::{exit_fatal, gettid, StackBuf};
+use crate::base::diag::{exit_fatal, StackBuf};
+use crate::base::os::gettid;
 use crate::chunk::{stackrt_chunk_current, ChunkHeader};
 
 extern "C" {
@@ -454,7 +455,7 @@ pub extern "C" fn stackrt_heap_thread_enter(cstack: usize, need: usize) -> usize
     t.bump_end = unsafe { (*h).limit };
     t.active = 1;
     if crate::chunk::runtime().is_some_and(|rt| rt.config().count_stats) {
-        STATS.used.store(true, Relaxed);
+        note_stats_used();
     }
     let top = alloc_block(t, need);
     t.entry_top = top;
@@ -481,6 +482,21 @@ pub extern "C" fn stackrt_heap_thread_exit() {
     unsafe { core::ptr::write_bytes(t as *mut HeapTls, 0, 1) };
     t.cstack = cstack;
     crate::chunk::stackrt_chunk_thread_exit();
+}
+
+/// A heap thread entered with statistics on: the heap report becomes part of the exit report
+/// (after the chunk runtime's, which registered when its runtime started).
+fn note_stats_used() {
+    if !STATS.used.swap(true, Relaxed) {
+        crate::base::diag::add_exit_report(print_report);
+    }
+}
+
+/// The heap mechanisms' part of the `STACKRT_STATS=1` exit report.
+fn print_report() {
+    let mut buf = StackBuf::<1024>::new();
+    let _ = write_report(&mut buf);
+    buf.write_to_stderr();
 }
 
 /// Appends the heap report to `out` if a heap program ran with statistics on.
@@ -601,7 +617,7 @@ pub fn enter_worker() {
     t.bump_end = unsafe { (*h).limit };
     t.active = 1;
     if crate::chunk::runtime().is_some_and(|rt| rt.config().count_stats) {
-        STATS.used.store(true, Relaxed);
+        note_stats_used();
     }
 }
 

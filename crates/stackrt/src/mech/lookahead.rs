@@ -1,8 +1,8 @@
-//! The `lookahead` mechanism's side of the runtime (ABI [`crate::abi::ABI_LOOKAHEAD`], thesis
+//! The `lookahead` mechanism's side of the runtime (ABI [`crate::base::abi::ABI_LOOKAHEAD`], thesis
 //! 3.4.3): entering C-- code on a fresh stack chunk, and the native stack size of its threads.
 //!
 //! The assembly (entry trampoline and overflow handler; the underflow is inline in the emitted
-//! code) is in `crate::arch::{x86_64,i686}_lookahead`; the chunks themselves in
+//! code) is in `crate::mech::arch::{x86_64,i686}_lookahead`; the chunks themselves in
 //! [`crate::chunk`].
 
 use core::ffi::c_int;
@@ -22,11 +22,11 @@ pub const NATIVE_THREAD_STACK: usize = 128 * 1024;
 /// conventions, [`NATIVE_THREAD_STACK`] under the chunked ones (`lookahead`, `mmu`,
 /// `mmu-reuse`) and the heap ones (their native stack is the C stack of C calls).
 pub fn thread_stack_request(abi: u32, requested: c_int) -> c_int {
-    if abi == crate::abi::ABI_LOOKAHEAD
-        || abi == crate::abi::ABI_MMU
-        || abi == crate::abi::ABI_MMU_REUSE
-        || abi == crate::abi::ABI_HEAP
-        || abi == crate::abi::ABI_HEAP_MALLOC
+    if abi == crate::base::abi::ABI_LOOKAHEAD
+        || abi == crate::base::abi::ABI_MMU
+        || abi == crate::base::abi::ABI_MMU_REUSE
+        || abi == crate::base::abi::ABI_HEAP
+        || abi == crate::base::abi::ABI_HEAP_MALLOC
     {
         NATIVE_THREAD_STACK as c_int
     } else {
@@ -51,11 +51,11 @@ mod tests {
     #[test]
     fn only_lookahead_overrides_the_requested_stack() {
         assert_eq!(
-            thread_stack_request(crate::abi::ABI_TRADITIONAL, 1 << 20),
+            thread_stack_request(crate::base::abi::ABI_TRADITIONAL, 1 << 20),
             1 << 20
         );
         assert_eq!(
-            thread_stack_request(crate::abi::ABI_LOOKAHEAD, 48 << 20),
+            thread_stack_request(crate::base::abi::ABI_LOOKAHEAD, 48 << 20),
             NATIVE_THREAD_STACK as c_int
         );
     }

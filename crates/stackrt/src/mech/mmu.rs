@@ -1,5 +1,5 @@
-//! The `mmu` and `mmu-reuse` mechanisms' side of the runtime (ABIs [`crate::abi::ABI_MMU`] and
-//! [`crate::abi::ABI_MMU_REUSE`], thesis 3.4.4, paper 4.5): telling a stack-growth fault from a
+//! The `mmu` and `mmu-reuse` mechanisms' side of the runtime (ABIs [`crate::base::abi::ABI_MMU`] and
+//! [`crate::base::abi::ABI_MMU_REUSE`], thesis 3.4.4, paper 4.5): telling a stack-growth fault from a
 //! crash, and entering C-- code on a first chunk with a guard page.
 //!
 //! The compiled caller *probes* before every call: it writes the callee's return address at the
@@ -197,7 +197,7 @@ pub fn classify(
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
 extern "C" {
     fn stackrt_enter_mmu(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize;
-    /// The underflow stubs (`crate::arch::*_mmu`): the address a growth fault writes in place
+    /// The underflow stubs (`crate::mech::arch::*_mmu`): the address a growth fault writes in place
     /// of the first frame's return address.
     pub fn stackrt_mmu_underflow();
     pub fn stackrt_mmu_underflow_reuse();

@@ -1,22 +1,20 @@
 //! Calling into C-- code under the mechanism an object was compiled with.
 //!
 //! The compiled object names its convention in the `__cmm_abi` data symbol (ids in
-//! [`crate::abi`]); [`enter`] calls a C-- function through the matching entry trampoline of
-//! [`crate::arch`]. Program start (`main` → `cmm_main(argc, argv)`) and thread start
-//! (`sthread_create` → `fp(arg)`) both go through it.
+//! [`crate::base::abi`]); [`enter`] calls a C-- function through the matching entry trampoline of
+//! [`arch`]. Program start (`main` → `cmm_main(argc, argv)`, `crate::start`) and thread
+//! start (`sthread_create` → `fp(arg)`, `crate::threads::entry`) both go through it.
 
-use core::ffi::c_void;
-
+pub mod arch;
 pub mod heap;
 pub mod lookahead;
 pub mod mmu;
 
-use crate::abi::{
+use crate::base::abi::{
     ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_HEAP as HEAP, ABI_HEAP_MALLOC as HEAP_MALLOC,
     ABI_LOOKAHEAD as LOOKAHEAD, ABI_MMU as MMU, ABI_MMU_REUSE as MMU_REUSE,
     ABI_TRADITIONAL as TRADITIONAL,
 };
-use crate::start::StartRoutine;
 
 extern "C" {
     fn stackrt_enter_traditional(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize;
@@ -36,23 +34,6 @@ unsafe fn arg_count(fp: usize) -> usize {
     // function's entry (in `.text`, readable); the caller guarantees `fp` is such an entry.
     let bytes = unsafe { core::ptr::read_unaligned((fp - 4) as *const u32) } as usize;
     bytes / SLOT
-}
-
-/// Whether [`enter`] knows the convention `abi`.
-pub fn is_emitted_abi(abi: u32) -> bool {
-    abi == TRADITIONAL
-        || abi == CALLEE_CLEANUP
-        || abi == LOOKAHEAD
-        || abi == MMU
-        || abi == MMU_REUSE
-        || abi == HEAP
-        || abi == HEAP_MALLOC
-}
-
-/// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack: the native
-/// back end's, `traditional` and `callee-cleanup`.
-pub fn is_fixed_stack_abi(abi: u32) -> bool {
-    abi == crate::abi::ABI_NATIVE_SYSV || abi == TRADITIONAL || abi == CALLEE_CLEANUP
 }
 
 /// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
@@ -91,38 +72,5 @@ pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> 
             Some(unsafe { heap::enter(fp, a0, a1, nargs) })
         }
         _ => None,
-    }
-}
-
-/// What a thread started under an emitted convention runs: `fp(arg)` entered with `abi`.
-struct ThreadStart {
-    abi: u32,
-    fp: usize,
-    arg: usize,
-}
-
-/// The `pthread_create` start routine and argument that run the C-- function at `fp` with
-/// `arg` under the emitted convention `abi` (see [`enter`]).
-pub fn thread_routine(abi: u32, fp: usize, arg: *mut c_void) -> (StartRoutine, *mut c_void) {
-    let start = Box::new(ThreadStart {
-        abi,
-        fp,
-        arg: arg as usize,
-    });
-    (emitted_thread_entry, Box::into_raw(start).cast())
-}
-
-extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
-    // SAFETY: `p` is the `Box<ThreadStart>` leaked by `thread_routine` for exactly this thread.
-    let start = unsafe { Box::from_raw(p.cast::<ThreadStart>()) };
-    crate::signals::thread_setup(is_fixed_stack_abi(start.abi), false);
-    // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
-    // compiled with the program's convention `abi`.
-    match unsafe { enter(start.abi, start.fp, start.arg, 0) } {
-        Some(r) => r as *mut c_void,
-        None => crate::threads::fail(
-            "sthread_create: the thread entry function takes more than two parameters",
-            crate::abi::THREAD_FAILURE_EXIT_STATUS,
-        ),
     }
 }

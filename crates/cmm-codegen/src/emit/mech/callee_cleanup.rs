@@ -34,7 +34,7 @@ use crate::emit::Target;
 /// Caller pushes the return address and arguments and jumps; callee pops everything.
 pub struct CalleeCleanup;
 
-/// ABI id of `callee-cleanup` (`stackrt::abi::CALLEE_CLEANUP`).
+/// ABI id of `callee-cleanup` (`stackrt::base::abi::CALLEE_CLEANUP`).
 pub const ABI_CALLEE_CLEANUP: u32 = 2;
 
 impl Mechanism for CalleeCleanup {

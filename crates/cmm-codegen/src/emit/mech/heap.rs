@@ -8,7 +8,7 @@
 //! call (a call and return at the same depth reuse the same block); `heap-malloc` is the
 //! thesis's variant, a runtime call to `malloc` and `free` for every frame, kept for
 //! comparison. The runtime side is `crates/stackrt/src/mech/heap.rs` and
-//! `crates/stackrt/src/arch/*_heap.rs`.
+//! `crates/stackrt/src/mech/arch/*_heap.rs`.
 //!
 //! # Thread state: a thread-local block instead of a reserved register
 //!
@@ -128,9 +128,9 @@ use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
 use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::LoweredProgram;
 
-/// ABI id of `heap` (`stackrt::abi::ABI_HEAP`).
+/// ABI id of `heap` (`stackrt::base::abi::ABI_HEAP`).
 pub const ABI_HEAP: u32 = 6;
-/// ABI id of `heap-malloc` (`stackrt::abi::ABI_HEAP_MALLOC`).
+/// ABI id of `heap-malloc` (`stackrt::base::abi::ABI_HEAP_MALLOC`).
 pub const ABI_HEAP_MALLOC: u32 = 7;
 
 /// The runtime's thread-local allocator block (see the module docs for its layout).

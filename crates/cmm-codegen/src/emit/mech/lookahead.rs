@@ -171,10 +171,10 @@ use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::{LoweredProgram, NameTarget};
 use cmm_front::typed::Callee;
 
-/// ABI id of `lookahead` (`stackrt::abi::ABI_LOOKAHEAD`).
+/// ABI id of `lookahead` (`stackrt::base::abi::ABI_LOOKAHEAD`).
 pub const ABI_LOOKAHEAD: u32 = 3;
 
-/// The runtime's overflow handler (`crates/stackrt/src/arch/*`): called by a checkpoint's
+/// The runtime's overflow handler (`crates/stackrt/src/mech/arch/*`): called by a checkpoint's
 /// out-of-line stub with the reserve and the pushed argument bytes. It links a chunk whose
 /// capacity is at least the reserve (larger than the standard chunk if need be) and refills
 /// the thread's reclaim budget.
@@ -195,7 +195,7 @@ pub const OVERFLOW_HANDLER_CMM: &str = "stackrt_lookahead_overflow_cmm";
 pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
 
 /// Labels around the program's compiled code (every function and its out-of-line stubs;
-/// mirrors `stackrt::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
+/// mirrors `stackrt::base::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
 /// register always holds the running chunk's header, which is what lets the runtime's
 /// preemption signal poison that chunk's limit (`stackrt::green::preempt`).
 pub const CODE_BEGIN_SYMBOL: &str = "__cmm_code_begin";
@@ -723,7 +723,7 @@ mod tests {
 
     #[test]
     fn code_range_symbols_are_the_runtimes() {
-        // Mirrored in stackrt::abi::CODE_BEGIN_SYMBOL / CODE_END_SYMBOL (checked there too).
+        // Mirrored in stackrt::base::abi::CODE_BEGIN_SYMBOL / CODE_END_SYMBOL (checked there too).
         assert_eq!(CODE_BEGIN_SYMBOL, "__cmm_code_begin");
         assert_eq!(CODE_END_SYMBOL, "__cmm_code_end");
     }

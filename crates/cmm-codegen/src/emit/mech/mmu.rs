@@ -10,7 +10,7 @@
 //!
 //! `mmu` gives the chunk back to the system on every underflow (the thesis freed it); `mmu-reuse`
 //! keeps it in the thread's cache and the shared pool (the paper's MMU-with-reuse), and the stub
-//! then makes no call at all (see the runtime side, `crates/stackrt/src/arch/*_mmu.rs`).
+//! then makes no call at all (see the runtime side, `crates/stackrt/src/mech/arch/*_mmu.rs`).
 //!
 //! # Sequences, side by side with the thesis
 //!
@@ -111,9 +111,9 @@ use crate::callgraph::{self, ChunkHeaderLayout};
 use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::LoweredProgram;
 
-/// ABI id of `mmu` (`stackrt::abi::ABI_MMU`).
+/// ABI id of `mmu` (`stackrt::base::abi::ABI_MMU`).
 pub const ABI_MMU: u32 = 4;
-/// ABI id of `mmu-reuse` (`stackrt::abi::ABI_MMU_REUSE`).
+/// ABI id of `mmu-reuse` (`stackrt::base::abi::ABI_MMU_REUSE`).
 pub const ABI_MMU_REUSE: u32 = 5;
 
 /// Default chunk size on i686: 128 KiB. Every guarded chunk costs two of the kernel's

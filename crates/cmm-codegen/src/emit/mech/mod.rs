@@ -47,7 +47,7 @@ pub struct CallSite<'a> {
 pub trait Mechanism {
     /// The name used on the command line (`--mech`).
     fn name(&self) -> &'static str;
-    /// The `__cmm_abi` id of objects compiled with this mechanism (see `stackrt::abi`); the
+    /// The `__cmm_abi` id of objects compiled with this mechanism (see `stackrt::base::abi`); the
     /// runtime picks the entry trampoline for `main` and thread starts from it.
     fn abi_id(&self) -> u32;
     /// Registers the mechanism keeps for itself (never allocated), e.g. a chunk register.

@@ -26,7 +26,7 @@ use crate::emit::Target;
 /// Caller pushes, `call`s and pops; callee reserves and frees `S` and `ret`urns.
 pub struct Traditional;
 
-/// ABI id of `traditional` (`stackrt::abi::TRADITIONAL`).
+/// ABI id of `traditional` (`stackrt::base::abi::TRADITIONAL`).
 pub const ABI_TRADITIONAL: u32 = 1;
 
 impl Mechanism for Traditional {

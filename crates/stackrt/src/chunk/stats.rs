@@ -2,12 +2,12 @@
 //! consistent snapshot, and the report printed on stderr at exit when `STACKRT_STATS=1`.
 //!
 //! Everything here is allocation-free: the counters are plain atomics, and the report is
-//! formatted into a stack buffer ([`crate::chunk::msg::StackBuf`]) and written with `write(2)`,
+//! formatted into a stack buffer ([`crate::base::diag::StackBuf`]) and written with `write(2)`,
 //! so it can also be printed from the fatal-error path.
 
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use crate::chunk::msg::StackBuf;
+use crate::base::diag::StackBuf;
 
 /// The counters. One instance per chunk runtime; the process-wide runtime owns one.
 ///
@@ -127,6 +127,84 @@ impl Stats {
             peak_stack_bytes: AtomicU64::new(0),
             wasted_bytes_total: AtomicU64::new(0),
             wasted_bytes_max: AtomicU64::new(0),
+        }
+    }
+
+    // The hot path's events: each counts only when `hot` (`RuntimeConfig::count_stats`,
+    // `STACKRT_STATS=1`) is on, so a chain operation costs one test of it, as before.
+
+    /// A chunk taken from the thread's own cache.
+    #[inline(always)]
+    pub fn cache_hit(&self, hot: bool) {
+        if hot {
+            self.chunks_reused.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A thread entered chunked code with a first chunk of `bytes`.
+    #[inline(always)]
+    pub fn thread_entered(&self, hot: bool, bytes: usize) {
+        if hot {
+            self.thread_enters.fetch_add(1, Relaxed);
+            self.chunk_linked(bytes as u64);
+        }
+    }
+
+    /// An overflow linked a chunk of `bytes`, leaving `wasted` bytes unused at the end of the
+    /// chunk it left, with `depth` bytes of stack in use (below plus the reserve).
+    #[inline(always)]
+    pub fn overflowed(&self, hot: bool, bytes: usize, wasted: usize, depth: usize) {
+        if hot {
+            self.overflows.fetch_add(1, Relaxed);
+            self.chunk_linked(bytes as u64);
+            self.wasted(wasted as u64);
+            self.peak_stack_bytes.fetch_max(depth as u64, Relaxed);
+        }
+    }
+
+    /// A hot split relinked the chunk of `bytes` compiled code had just unlinked: an underflow
+    /// and an overflow served by the cache, counted as such.
+    #[inline(always)]
+    pub fn hot_split(&self, hot: bool, bytes: usize, wasted: usize, depth: usize) {
+        if hot {
+            self.underflows.fetch_add(1, Relaxed);
+            self.chunks_unlinked(1, bytes as u64);
+            self.chunks_reused.fetch_add(1, Relaxed);
+            self.overflowed(hot, bytes, wasted, depth);
+        }
+    }
+
+    /// An underflow unlinked a chunk of `bytes`.
+    #[inline(always)]
+    pub fn underflowed(&self, hot: bool, bytes: usize) {
+        if hot {
+            self.underflows.fetch_add(1, Relaxed);
+            self.chunks_unlinked(1, bytes as u64);
+        }
+    }
+
+    /// Compiled code's reclaim budget ran out.
+    #[inline(always)]
+    pub fn reclaimed(&self, hot: bool) {
+        if hot {
+            self.reclaims.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A thread left chunked code, unlinking its last `n` chunks of `bytes` in all.
+    #[inline(always)]
+    pub fn thread_exited(&self, hot: bool, n: usize, bytes: usize) {
+        if hot {
+            self.chunks_unlinked(n as u64, bytes as u64);
+            self.thread_exits.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A guard-page fault of the MMU mechanisms grew a stack.
+    #[inline(always)]
+    pub fn fault(&self, hot: bool) {
+        if hot {
+            self.faults.fetch_add(1, Relaxed);
         }
     }
 

@@ -9,125 +9,16 @@
 //! output printed so far is flushed.
 
 use core::ffi::{c_int, c_void};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Mutex;
 
-use crate::abi::THREAD_FAILURE_EXIT_STATUS;
+use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
+use crate::base::diag::{errno_text, fail};
+use crate::base::os::page_size;
 
-/// State of one handle.
-#[derive(Clone, Copy, Debug)]
-enum Slot<T> {
-    Free,
-    /// A created thread that nobody is joining yet.
-    Running(T),
-    /// A thread some `sthread_join` is waiting for; the handle is not free yet.
-    Joining,
-}
+pub mod entry;
+pub mod handles;
 
-/// Why a join request was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JoinError {
-    /// No thread has this handle (never created, or already joined).
-    Unknown,
-    /// Another `sthread_join` is already waiting for this thread.
-    AlreadyJoining,
-}
-
-impl JoinError {
-    /// The errno value `sthread_join` returns for this error.
-    pub fn errno(self) -> c_int {
-        match self {
-            JoinError::Unknown => libc::ESRCH,
-            JoinError::AlreadyJoining => libc::EINVAL,
-        }
-    }
-}
-
-/// Handles for threads: each handle is an index + 1 into a vector of slots. The free slots
-/// are kept in a min-heap, so finding the lowest free handle costs O(log n) with a million
-/// threads as with ten.
-#[derive(Debug)]
-pub struct HandleTable<T> {
-    slots: Vec<Slot<T>>,
-    /// Indices of the `Free` slots.
-    free: BinaryHeap<Reverse<usize>>,
-    live: usize,
-}
-
-impl<T: Copy> HandleTable<T> {
-    pub const fn new() -> Self {
-        HandleTable {
-            slots: Vec::new(),
-            free: BinaryHeap::new(),
-            live: 0,
-        }
-    }
-
-    /// The handle the next [`HandleTable::insert`] will return: the lowest free one.
-    pub fn next_handle(&self) -> c_int {
-        let idx = self.free.peek().map_or(self.slots.len(), |r| r.0);
-        idx as c_int + 1
-    }
-
-    /// Stores a running thread under the lowest free handle and returns the handle.
-    pub fn insert(&mut self, value: T) -> c_int {
-        let idx = match self.free.pop() {
-            Some(Reverse(idx)) => {
-                self.slots[idx] = Slot::Running(value);
-                idx
-            }
-            None => {
-                self.slots.push(Slot::Running(value));
-                self.slots.len() - 1
-            }
-        };
-        self.live += 1;
-        idx as c_int + 1
-    }
-
-    /// Starts joining `handle`: returns its thread and marks the handle as being joined.
-    pub fn begin_join(&mut self, handle: c_int) -> Result<T, JoinError> {
-        let slot = usize::try_from(handle)
-            .ok()
-            .and_then(|h| h.checked_sub(1))
-            .and_then(|idx| self.slots.get_mut(idx))
-            .ok_or(JoinError::Unknown)?;
-        match *slot {
-            Slot::Running(value) => {
-                *slot = Slot::Joining;
-                Ok(value)
-            }
-            Slot::Joining => Err(JoinError::AlreadyJoining),
-            Slot::Free => Err(JoinError::Unknown),
-        }
-    }
-
-    /// Ends a join started by [`HandleTable::begin_join`]: frees the handle when the join
-    /// succeeded, otherwise puts the thread back.
-    pub fn end_join(&mut self, handle: c_int, value: T, joined: bool) {
-        let idx = (handle - 1) as usize;
-        debug_assert!(matches!(self.slots[idx], Slot::Joining));
-        if joined {
-            self.slots[idx] = Slot::Free;
-            self.free.push(Reverse(idx));
-            self.live -= 1;
-        } else {
-            self.slots[idx] = Slot::Running(value);
-        }
-    }
-
-    /// Number of handles in use (running or being joined).
-    pub fn live(&self) -> usize {
-        self.live
-    }
-}
-
-impl<T: Copy> Default for HandleTable<T> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub use handles::{HandleTable, JoinError};
 
 /// `pthread_t` is an integer on linux-gnu; the table stores it by value.
 static THREADS: Mutex<HandleTable<libc::pthread_t>> = Mutex::new(HandleTable::new());
@@ -148,58 +39,12 @@ fn green_table() -> std::sync::MutexGuard<'static, HandleTable<usize>> {
 
 use crate::green::sched as green;
 
-/// Writes `msg` and a newline to stderr and exits with `status` through the C library's
-/// `exit` (flushing stdout).
-pub fn fail(msg: &str, status: c_int) -> ! {
-    let mut line = Vec::with_capacity(msg.len() + 1);
-    line.extend_from_slice(msg.as_bytes());
-    line.push(b'\n');
-    let mut rest: &[u8] = &line;
-    while !rest.is_empty() {
-        // SAFETY: writes bytes of a live slice to fd 2.
-        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
-        if n < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            break;
-        }
-        rest = &rest[n as usize..];
-    }
-    // SAFETY: `exit` runs the atexit handlers and flushes stdio; it does not return.
-    unsafe { libc::exit(status) }
-}
-
-/// The C library's text for an errno value.
-pub fn errno_text(err: c_int) -> String {
-    let mut buf = [0 as libc::c_char; 128];
-    // SAFETY: `buf` is writable for its length; the XSI `strerror_r` NUL-terminates on success.
-    let rc = unsafe { libc::strerror_r(err, buf.as_mut_ptr(), buf.len()) };
-    if rc != 0 {
-        return format!("error {err}");
-    }
-    // SAFETY: strerror_r succeeded, so `buf` holds a NUL-terminated string.
-    unsafe { core::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
 /// The stack size to ask pthreads for when a C-- program asks for `requested` bytes (> 0):
 /// rounded up to whole pages, and at least the system's minimum thread stack.
 pub fn thread_stack_size(requested: c_int, page: usize, min: usize) -> usize {
     let requested = requested.max(0) as usize;
     let rounded = requested.div_ceil(page) * page;
     rounded.max(min)
-}
-
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if page > 0 {
-        page as usize
-    } else {
-        4096
-    }
 }
 
 fn min_thread_stack() -> usize {
@@ -238,12 +83,14 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         return handle;
     }
     // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
-    let (routine, routine_arg) = unsafe { crate::start::thread_start(fp, arg) };
+    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg) };
 
     // Under `lookahead` C-- code runs on stack chunks: the native stack stays small.
     #[allow(non_snake_case)]
-    let fpStackSize =
-        crate::mech::lookahead::thread_stack_request(crate::start::program_abi(), fpStackSize);
+    let fpStackSize = crate::mech::lookahead::thread_stack_request(
+        crate::base::program::program_abi(),
+        fpStackSize,
+    );
     let mut attr = core::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
     // SAFETY: pthread_attr_init initializes the attribute object it is given.
     let rc = unsafe { libc::pthread_attr_init(attr.as_mut_ptr()) };

@@ -1,5 +1,6 @@
-//! Per-architecture assembly of the runtime: the entry trampolines of the emission stage's
-//! mechanisms (one module per architecture, selected by the target being built).
+//! Per-architecture assembly of the mechanisms' runtime halves: the entry trampolines and the
+//! overflow, underflow and slab handlers of the emission stage's mechanisms (one module per
+//! architecture and mechanism, selected by the target being built).
 
 #[cfg(target_arch = "x86")]
 mod i686;
@@ -9,8 +10,6 @@ mod i686_heap;
 mod i686_lookahead;
 #[cfg(target_arch = "x86")]
 mod i686_mmu;
-#[cfg(target_arch = "x86")]
-mod i686_switch;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
@@ -19,5 +18,3 @@ mod x86_64_heap;
 mod x86_64_lookahead;
 #[cfg(target_arch = "x86_64")]
 mod x86_64_mmu;
-#[cfg(target_arch = "x86_64")]
-mod x86_64_switch;

@@ -2,7 +2,7 @@
 //!
 //! Every object the compiler emits defines the 32-bit data symbol [`ABI_SYMBOL`]. Its value
 //! names the calling convention of the object's C-- functions, so the runtime knows how to
-//! enter `cmm_main` and thread entry functions (see `start.rs`). An object whose value the
+//! enter `cmm_main` and thread entry functions (see `crate::start`). An object whose value the
 //! runtime does not know makes the program stop before `cmm_main` runs, with one line on stderr
 //! and exit status [`UNKNOWN_ABI_EXIT_STATUS`].
 //!
@@ -28,7 +28,7 @@ pub const ABI_CALLEE_CLEANUP: u32 = 2;
 
 /// `__cmm_abi` value of the emission stage's `lookahead` mechanism (thesis 3.4.3): calls as in
 /// `traditional`, and on stack chunks: `ebp`/`rbp` holds the current chunk header, checkpoint
-/// calls call `stackrt_lookahead_overflow` (`crate::arch::*_lookahead`) and unlink chunks
+/// calls call `stackrt_lookahead_overflow` (`crate::mech::arch::*_lookahead`) and unlink chunks
 /// inline (`crate::chunk::UNLINKED`). The object also defines `__cmm_chunk_size`. Entered
 /// through `crate::mech::lookahead`.
 pub const ABI_LOOKAHEAD: u32 = 3;
@@ -80,9 +80,33 @@ pub const FUNCTION_PREFIX: &str = "cmm_";
 /// Prefix of the symbol of every C-- global variable (`g` is `cmmg_g`).
 pub const GLOBAL_PREFIX: &str = "cmmg_";
 
-/// Name of the `u32` data symbol holding the chunk size of chunked mechanisms (bytes). Mirrors
-/// `crate::chunk::CHUNK_SIZE_SYMBOL`.
+/// Name of the `u32` data symbol holding the chunk size of chunked mechanisms (bytes; read
+/// through `crate::base::program::program_chunk_size`).
 pub const CHUNK_SIZE_SYMBOL: &str = "__cmm_chunk_size";
+
+/// Name of the `u32` data symbol a program compiled with `--threads green` defines (value
+/// [`THREADS_GREEN`]); absent or 0: OS threads.
+pub const THREADS_SYMBOL: &str = "__cmm_threads";
+
+/// `__cmm_threads` value of `--threads green`.
+pub const THREADS_GREEN: u32 = 1;
+
+/// Whether `crate::mech::enter` knows the convention `abi` (an emission-stage mechanism).
+pub fn is_emitted_abi(abi: u32) -> bool {
+    abi == ABI_TRADITIONAL
+        || abi == ABI_CALLEE_CLEANUP
+        || abi == ABI_LOOKAHEAD
+        || abi == ABI_MMU
+        || abi == ABI_MMU_REUSE
+        || abi == ABI_HEAP
+        || abi == ABI_HEAP_MALLOC
+}
+
+/// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack: the native
+/// back end's, `traditional` and `callee-cleanup`.
+pub fn is_fixed_stack_abi(abi: u32) -> bool {
+    abi == ABI_NATIVE_SYSV || abi == ABI_TRADITIONAL || abi == ABI_CALLEE_CLEANUP
+}
 
 /// The thread library's C entry points, called from C-- through `extern` declarations:
 ///
@@ -118,14 +142,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn chunk_symbol_matches_chunk_runtime() {
-        assert_eq!(CHUNK_SIZE_SYMBOL, crate::chunk::CHUNK_SIZE_SYMBOL);
+    fn data_symbols_are_the_compilers() {
+        // Mirrored in cmm_codegen (lower::THREADS_SYMBOL / THREADS_GREEN and the chunk size
+        // symbol; checked there too), and referenced by name in `base::program`'s weak
+        // references.
+        assert_eq!(CHUNK_SIZE_SYMBOL, "__cmm_chunk_size");
+        assert_eq!(THREADS_SYMBOL, "__cmm_threads");
+        assert_eq!(THREADS_GREEN, 1);
     }
 
     #[test]
     fn code_range_symbols_are_the_compilers() {
         // Mirrored in cmm_codegen::emit::mech::lookahead::CODE_BEGIN_SYMBOL / CODE_END_SYMBOL
-        // (checked there too), and referenced by name in `green::preempt`'s weak references.
+        // (checked there too), and referenced by name in `base::program`'s weak references.
         assert_eq!(CODE_BEGIN_SYMBOL, "__cmm_code_begin");
         assert_eq!(CODE_END_SYMBOL, "__cmm_code_end");
     }

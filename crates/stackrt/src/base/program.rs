@@ -1,0 +1,84 @@
+//! What the linked program says about itself: its calling convention (`__cmm_abi`), its chunk
+//! size, whether its threads are green, and the range of its compiled code. Every layer reads
+//! these; the symbols other than `__cmm_abi` are optional and referenced weakly.
+
+use super::abi::{is_emitted_abi, ABI_NATIVE_SYSV, UNKNOWN_ABI_EXIT_STATUS};
+use super::weak::weak_symbol;
+
+#[cfg(not(test))]
+extern "C" {
+    /// Defined by every compiled C-- object: its calling convention (see `crate::base::abi`).
+    static __cmm_abi: u32;
+}
+
+/// The calling convention of the linked C-- program.
+#[cfg(not(test))]
+pub fn program_abi() -> u32 {
+    // SAFETY: `__cmm_abi` is a 32-bit constant defined by the compiled object and never
+    // written; reading it by value is a plain load.
+    unsafe { core::ptr::read_volatile(&raw const __cmm_abi) }
+}
+
+/// Unit tests link no C-- object: they see the native convention.
+#[cfg(test)]
+pub fn program_abi() -> u32 {
+    ABI_NATIVE_SYSV
+}
+
+/// Stops the program with one line on stderr when `abi` is not a convention this runtime knows.
+pub fn check_abi(abi: u32) {
+    if abi != ABI_NATIVE_SYSV && !is_emitted_abi(abi) {
+        super::diag::fail(
+            &format!(
+                "cmm runtime: the program's __cmm_abi is {abi}, which this runtime does not know \
+                 (object and runtime from different compiler versions?)"
+            ),
+            UNKNOWN_ABI_EXIT_STATUS,
+        );
+    }
+}
+
+weak_symbol!(
+    /// Address of `__cmm_chunk_size` (weak: programs of the non-chunk mechanisms and the
+    /// runtime's own test binaries do not define it, and then the default applies), or 0.
+    fn chunk_size_symbol => "__cmm_chunk_size", stackrt_chunk_size_ref
+);
+
+/// The chunk size the program was compiled with (`__cmm_chunk_size`), if it defines one.
+pub fn program_chunk_size() -> Option<usize> {
+    let p = chunk_size_symbol();
+    // SAFETY: a non-zero address is the program's u32 symbol.
+    (p != 0).then(|| unsafe { (p as *const u32).read() } as usize)
+}
+
+weak_symbol!(
+    /// Address of `__cmm_threads` (weak: programs compiled for OS threads and the runtime's
+    /// own test binaries do not define it), or 0.
+    fn threads_symbol => "__cmm_threads", stackrt_threads_ref
+);
+
+/// The program's `__cmm_threads` value: 0 (OS threads) when it does not define the symbol.
+pub fn program_threads() -> u32 {
+    let p = threads_symbol();
+    if p == 0 {
+        return 0;
+    }
+    // SAFETY: a non-zero address is the program's u32 symbol.
+    unsafe { (p as *const u32).read() }
+}
+
+weak_symbol!(
+    /// Address of `__cmm_code_begin` (only `lookahead` programs define it), or 0.
+    fn code_begin => "__cmm_code_begin", stackrt_code_begin_ref
+);
+weak_symbol!(
+    /// Address of `__cmm_code_end`, or 0.
+    fn code_end => "__cmm_code_end", stackrt_code_end_ref
+);
+
+/// The program's compiled code, `[begin, end)`, if it marks it (`lookahead` programs: see
+/// `crate::base::abi::CODE_BEGIN_SYMBOL`).
+pub fn code_range() -> Option<(usize, usize)> {
+    let (begin, end) = (code_begin(), code_end());
+    (begin != 0 && end > begin).then_some((begin, end))
+}

@@ -1,0 +1,183 @@
+//! The chunk runtime's settings: size classes, the defaults of every tunable and
+//! [`RuntimeConfig`] with its size-class and growth arithmetic (the chain module's docs,
+//! "Size classes" and "Growth", say what they mean).
+
+use super::arena::DEFAULT_ARENA_SIZE;
+use super::header::{chunk_capacity, ChunkGeometry};
+use crate::base::os::monotonic_ms;
+
+/// Size classes: class `k` holds chunks of `chunk_size << k` bytes.
+pub const NUM_CLASSES: usize = 20;
+
+/// Smallest class-0 cache capacity (chunks). One is enough for the hot split; a few absorb
+/// short recursive bursts without touching the pool.
+pub const DEFAULT_CACHE_MIN: usize = 4;
+
+/// Cache capacity of the classes above 0 (large frames are rare; one cached chunk keeps a
+/// call of a large-frame function in a loop off the pool). Grown chunks use these caches too:
+/// a thread keeps its next deep recursion's largest chunks at hand, without a refill that
+/// would wait at the soft limit. Measured on the thesis-size tree with 64 threads: with at
+/// most one cached chunk of each class over 512 KiB, 1.11x `traditional`'s time (x86-64) at
+/// 435 MiB; with two, 1.03x at 772 MiB (traditional: 2018 MiB); with none of 1 MiB and more,
+/// about 1.16x (i686).
+pub const LARGE_CLASS_CACHE: usize = 2;
+
+/// Bytes of chunks a class-0 cache may hold at most, and a batch at most (512 KiB: 16 chunks
+/// of 32 KiB). Small, because it is per thread: with hundreds of threads deep at once, what
+/// caches hold adds up; 16 chunks per lock operation already make the pool's lock cold.
+pub const DEFAULT_CACHE_MAX_BYTES: usize = 512 << 10;
+
+/// Bytes of resident free chunks the pool keeps whatever the recent peak.
+pub const DEFAULT_POOL_FLOOR_BYTES: usize = 4 << 20;
+
+/// Longest wait of a thread that needs fresh chunk memory above the soft limit.
+pub const DEFAULT_GROWTH_WAIT_MS: u64 = 1000;
+
+/// Length of a window of the release policy.
+pub const DEFAULT_TRIM_WINDOW_MS: u64 = 1000;
+
+/// The reclaim budget in bytes of standard chunks (8 MiB, i.e. 256 chunks of 32 KiB): compiled
+/// code calls the runtime to hand back the chunks it unlinked once it has unlinked this many
+/// since the runtime last ran for the thread, so a thread never holds more than 8 MiB of
+/// unlinked chunks. Not less: a call made while a deep recursion unwinds costs return
+/// predictions (with 16 chunks, a repeated 30,000-deep recursion ran 1.85x slower on x86-64
+/// and 2.4x on i686; with 256 it never calls, and 1,000-chunk unwinds show no difference).
+pub const DEFAULT_RECLAIM_BYTES: usize = 8 << 20;
+
+/// Largest chunk a deep chain grows to by default (module docs, "Growth"): 16 MiB. A
+/// million-deep recursion of 32-byte frames then crosses about fifteen chunk boundaries
+/// instead of a thousand.
+pub const DEFAULT_GROWTH_MAX_BYTES: usize = 16 << 20;
+
+/// Settings of one runtime.
+#[derive(Clone, Copy, Debug)]
+pub struct RuntimeConfig {
+    pub geometry: ChunkGeometry,
+    /// Per-thread limit on the bytes of chunks in a thread's chain.
+    pub stack_limit: usize,
+    /// Limit on the bytes of chunk memory carved by all threads together.
+    pub memory_limit: usize,
+    /// Bytes of chunks held by threads above which only `max_growers` threads at a time may
+    /// take more (module docs, "Memory pressure").
+    pub soft_limit: usize,
+    /// How long a waiting thread waits when nothing is given back, milliseconds.
+    pub growth_wait_ms: u64,
+    /// Threads that may carve above the soft limit at once (growth tokens).
+    pub max_growers: usize,
+    /// Bytes of one arena.
+    pub arena_size: usize,
+    /// Smallest and largest class-0 cache capacity, chunks.
+    pub cache_min: usize,
+    pub cache_max: usize,
+    /// Most chunks one batch moves between a thread and the pool.
+    pub max_batch: usize,
+    /// Resident free chunk bytes the pool keeps whatever the recent peak.
+    pub pool_floor: usize,
+    /// Window of the release policy, in the units of `clock`.
+    pub trim_window_ms: u64,
+    /// Milliseconds of a monotonic clock (the policy's windows).
+    pub clock: fn() -> u64,
+    /// Value stored in the 32-bit reclaim budget word at the thread stack address whenever
+    /// the runtime runs for a thread; 0: the runtime never writes it (test runtimes whose
+    /// thread stacks are not real).
+    pub reclaim_budget: u32,
+    /// Kernel mappings the runtime's arenas and guard pages may use (below `vm.max_map_count`).
+    pub max_mappings: usize,
+    /// Whether the hot-path statistics are counted (`STACKRT_STATS=1`). Slow-path counters
+    /// (carving, batches, arenas, releases) are always counted.
+    pub count_stats: bool,
+    /// Largest chunk a deep chain grows to (module docs, "Growth"), bytes. Growth is off when
+    /// it is below two standard chunks (0 included): every chunk is then a standard one unless
+    /// a reserve needs more.
+    pub growth_max: usize,
+    /// Whether unlinked chunks are kept for reuse (thread caches, resident pool). `false` is
+    /// the thesis's `mmu` without reuse: every unlinked chunk's pages go back to the system
+    /// at once (`madvise`), and every new chunk is taken from the released ones (or carved).
+    pub reuse: bool,
+}
+
+impl RuntimeConfig {
+    /// The defaults for `geometry` and the limits: caches of 4 up to 512 KiB of chunks, batches
+    /// of at most that, a 4 MiB pool floor, 1 s windows, statistics on, no reclaim budget word.
+    pub fn new(geometry: ChunkGeometry, stack_limit: usize, max_mappings: usize) -> Self {
+        let cache_max = (DEFAULT_CACHE_MAX_BYTES / geometry.chunk_size).max(DEFAULT_CACHE_MIN);
+        RuntimeConfig {
+            geometry,
+            stack_limit,
+            memory_limit: usize::MAX,
+            soft_limit: usize::MAX,
+            growth_wait_ms: DEFAULT_GROWTH_WAIT_MS,
+            max_growers: 2,
+            arena_size: DEFAULT_ARENA_SIZE.max(4 * (geometry.chunk_size + geometry.guard_size)),
+            cache_min: DEFAULT_CACHE_MIN,
+            cache_max,
+            max_batch: cache_max,
+            pool_floor: DEFAULT_POOL_FLOOR_BYTES,
+            trim_window_ms: DEFAULT_TRIM_WINDOW_MS,
+            clock: monotonic_ms,
+            reclaim_budget: 0,
+            growth_max: 0,
+            max_mappings,
+            count_stats: true,
+            reuse: true,
+        }
+    }
+
+    /// The reclaim budget for real threads: [`DEFAULT_RECLAIM_BYTES`] of standard chunks, at
+    /// least 8 unlinks.
+    pub fn default_reclaim_budget(chunk_size: usize) -> u32 {
+        Self::reclaim_budget_for(DEFAULT_RECLAIM_BYTES, chunk_size)
+    }
+
+    /// The reclaim budget for `bytes` of standard chunks of `chunk_size` bytes: at least 8
+    /// unlinks, at most 2^30.
+    pub fn reclaim_budget_for(bytes: usize, chunk_size: usize) -> u32 {
+        (bytes / chunk_size).clamp(8, 1 << 30) as u32
+    }
+
+    /// Bytes of a chunk of class `k`.
+    pub fn class_size(&self, k: usize) -> usize {
+        self.geometry.chunk_size << k
+    }
+
+    /// The class of a new chunk linked for a checkpoint with `below` bytes of stack in use
+    /// below it (module docs, "Growth"): about half of that, a power-of-two multiple of the
+    /// standard size, at most [`RuntimeConfig::growth_max`]. Class 0 while the stack is
+    /// shallow or growth is off.
+    #[inline]
+    pub fn growth_class(&self, below: usize) -> usize {
+        let cs = self.geometry.chunk_size;
+        let target = (below / 2).min(self.growth_max);
+        if target < 2 * cs {
+            // The hot split's usual case: two compares, no call.
+            return 0;
+        }
+        self.grown_class(target)
+    }
+
+    #[inline(never)]
+    fn grown_class(&self, target: usize) -> usize {
+        ((target / self.geometry.chunk_size).ilog2() as usize).min(self.max_class())
+    }
+
+    /// The reclaim budget while the chain's newest chunk is of class `k`: as many unlinks as
+    /// give back about [`RuntimeConfig::reclaim_budget`] standard chunks' bytes (the chunks
+    /// below a grown chunk are no larger than it), at least one.
+    pub fn reclaim_budget_at(&self, k: usize) -> u32 {
+        (self.reclaim_budget >> k.min(31)).max(1)
+    }
+
+    /// The smallest class whose chunks hold `reserve` bytes below a fresh chunk's SP.
+    pub fn class_for(&self, reserve: usize) -> Option<usize> {
+        (0..=self.max_class()).find(|&k| chunk_capacity(self.class_size(k)) >= reserve)
+    }
+
+    /// The largest class whose chunk size is representable (and leaves address space to spare).
+    pub fn max_class(&self) -> usize {
+        let cs = self.geometry.chunk_size;
+        (0..NUM_CLASSES)
+            .take_while(|&k| cs <= (usize::MAX >> 2) >> k)
+            .last()
+            .unwrap_or(0)
+    }
+}
