@@ -65,6 +65,72 @@ fn a_hundred_thousand_threads_alive_at_once() {
     }
 }
 
+/// Each green thread has its own `errno`: eight threads make C calls fail with different
+/// errors, yield, and read `errno` back (tests/green/errno.cm). The expected line is what gcc
+/// prints for the same source with the oracle's thread library (`tests/oracle/sthread.c`, OS
+/// threads, each with its C library's errno), on both targets. Without saving `errno` at every
+/// switch, most reads saw another thread's error.
+#[test]
+fn every_green_thread_has_its_own_errno() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        for mech in ["traditional", "lookahead", "heap", "mmu-reuse"] {
+            let exe = build("tests/green/errno.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&exe);
+                cmd.env("STACKRT_WORKERS", workers);
+                let o = run_within(cmd, Duration::from_secs(60), "errno");
+                assert_eq!(
+                    o.status.code(),
+                    Some(0),
+                    "{mech} {target}: {}",
+                    text(&o.stderr)
+                );
+                assert_eq!(
+                    text(&o.stdout),
+                    "0 errno reads wrong; last seen 9 2\n",
+                    "{mech} {target} {workers} workers"
+                );
+            }
+        }
+    }
+}
+
+/// Creating and joining 80,000 short threads, 8 at a time: under the fixed-stack mechanisms
+/// (and the heap mechanisms' C stacks) every thread's guarded stack is a reused one once the
+/// workers' caches are warm, not a fresh mapping (each costs `mmap` + `mprotect` + `munmap`).
+#[test]
+fn thread_churn_reuses_fixed_stacks() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        for mech in ["traditional", "callee-cleanup", "heap"] {
+            let exe = build("tests/green/churn.cm", dir.path(), mech, target);
+            let mut cmd = Command::new(&exe);
+            cmd.arg("10000").env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "churn");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
+            assert_eq!(text(&o.stdout), "10000 rounds\n", "{mech} {target}");
+            let line = err
+                .lines()
+                .find(|l| l.starts_with("stackrt: green threads:"))
+                .unwrap_or_else(|| panic!("no green statistics: {err}"));
+            assert!(line.contains("80001 created"), "{mech} {target}: {line}");
+            // At most 8 alive at once, plus what the workers' caches and the shared pool hold
+            // when threads end on one worker and start on another: far below one per thread.
+            let mapped: u64 = line
+                .split(", ")
+                .find_map(|f| f.strip_suffix(" fixed stacks mapped"))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no stacks-mapped count: {line}"));
+            assert!(
+                mapped <= 200,
+                "{mech} {target}: {mapped} stacks mapped for 80,000 threads"
+            );
+        }
+    }
+}
+
 /// Fixed stacks (traditional, callee-cleanup) for 10,000 green threads: each has a guarded
 /// stack of the size it asked for; under mmu-reuse each has a guarded first chunk of the
 /// runtime's.

@@ -109,6 +109,9 @@ fn page() -> usize {
 /// program's main thread.
 pub fn thread_setup(fixed: bool, main: bool) {
     IS_MAIN.with(|m| m.set(main));
+    // The handler's report names the thread: its cached id's first touch happens here, outside
+    // any handler (runtime-facts.md).
+    let _ = gettid();
     ALT_STACK.with(|a| {
         if a.0.get().0 != 0 {
             return;

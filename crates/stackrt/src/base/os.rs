@@ -3,17 +3,23 @@
 //! runtime's memory pressure sleeps on. Plain system calls and vDSO reads: no allocation, no
 //! lock, usable on the overflow path.
 
-use core::sync::atomic::AtomicU32;
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+
+/// The page size once read (0 before): it never changes, and thread creation asks for it.
+static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
 /// The system page size.
 pub fn page_size() -> usize {
+    let cached = PAGE_SIZE.load(Relaxed);
+    if cached != 0 {
+        return cached;
+    }
     // SAFETY: sysconf has no memory-safety preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as usize
-    } else {
-        4096
-    }
+    let p = if p > 0 { p as usize } else { 4096 };
+    PAGE_SIZE.store(p, Relaxed);
+    p
 }
 
 /// The CPUs online (at least 1).
@@ -30,10 +36,25 @@ pub fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-/// The kernel thread id of the caller.
+thread_local! {
+    /// The calling OS thread's kernel id once asked for (0 before). `const`, no destructor:
+    /// readable in a signal handler.
+    static TID: Cell<i32> = const { Cell::new(0) };
+}
+
+/// The kernel thread id of the caller. Read once per OS thread: a green thread's chain records
+/// its worker's id at every thread start, and a system call there was a tenth of the cost of
+/// creating a thread. (A process that forks keeps the parent's value in the forking thread of
+/// the child: only messages use it.)
 pub fn gettid() -> i32 {
+    let cached = TID.with(Cell::get);
+    if cached != 0 {
+        return cached;
+    }
     // SAFETY: gettid has no arguments and cannot fail.
-    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) as i32 };
+    TID.with(|t| t.set(tid));
+    tid
 }
 
 /// Milliseconds of `CLOCK_MONOTONIC_COARSE` (a vDSO read, no system call).

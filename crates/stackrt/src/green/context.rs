@@ -83,8 +83,7 @@ impl Stack {
     /// A stack with `size` usable bytes (rounded up to pages) above a one-page guard.
     pub fn new(size: usize) -> Result<Stack, nix::Error> {
         let page = crate::base::os::page_size();
-        let usable = size.div_ceil(page).max(1) * page;
-        let len = usable + page;
+        let len = Self::mapping_len(size);
         let n = NonZeroUsize::new(len).ok_or(nix::Error::EINVAL)?;
         // SAFETY: a fresh private anonymous mapping at an address the kernel chooses.
         let p = unsafe {
@@ -105,6 +104,18 @@ impl Stack {
             base: p.as_ptr() as usize,
             len,
         })
+    }
+
+    /// Bytes of the mapping of a stack of `size` usable bytes: whole pages, at least one, and
+    /// the guard page.
+    pub fn mapping_len(size: usize) -> usize {
+        let page = crate::base::os::page_size();
+        size.div_ceil(page).max(1) * page + page
+    }
+
+    /// Bytes of the mapping, guard page included.
+    pub fn mapping_bytes(&self) -> usize {
+        self.len
     }
 
     /// The stack's top: its highest address, 16-byte aligned (page aligned).

@@ -32,6 +32,11 @@
 //! out-of-line call, before the switch only, and nothing after a switch in the same function
 //! touches a thread-local.
 
+mod idle;
+mod stats;
+
+pub use stats::GreenStats;
+
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
@@ -39,6 +44,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::context::{self, Stack};
 use super::det::{Det, Policy};
+use super::fixed_stacks::{StackCache, StackPool};
 use super::preempt::{self, Preemption};
 use super::queue::{RunQueues, Source};
 use super::stacks::{block_size, BlockCache, Blocks};
@@ -99,6 +105,10 @@ pub struct Green {
     /// `fpStackSize` of `sthread_create` (fixed-stack conventions).
     stack_request: c_int,
     started: Cell<bool>,
+    /// The thread's `errno` while it is switched out (the C library keeps one per OS thread;
+    /// a green thread must not see another's, nor lose its own when it moves to another
+    /// worker).
+    errno: Cell<c_int>,
     stack: UnsafeCell<GreenStack>,
     chain: UnsafeCell<ChainState>,
     /// The thread's C stack and entry block under the heap mechanisms.
@@ -133,6 +143,8 @@ pub struct Worker {
     /// context is saved.
     pending: Cell<*const Green>,
     blocks: UnsafeCell<BlockCache>,
+    /// Its cache of fixed stacks (fixed-stack and heap mechanisms).
+    fixed: UnsafeCell<StackCache>,
     /// Odd while a green thread runs, even in the scheduler context; changes at every switch.
     /// The preemption monitor reads it: unchanged and odd for a whole slice means one thread
     /// kept the worker.
@@ -140,6 +152,9 @@ pub struct Worker {
     /// The worker's OS thread: kernel thread id and `pthread_t`, for the monitor.
     tid: AtomicI32,
     os_thread: AtomicUsize,
+    /// Its OS thread's `errno` slot (set with `tid`): the running green thread's `errno` is
+    /// saved from it at every switch away and restored into it at every resume.
+    errno: Cell<*mut c_int>,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
 }
@@ -149,18 +164,6 @@ pub struct Worker {
 unsafe impl Sync for Worker {}
 // SAFETY: as above; a Worker is created on the main thread before any worker runs.
 unsafe impl Send for Worker {}
-
-/// Counters of `STACKRT_STATS=1`.
-#[derive(Default)]
-pub struct GreenStats {
-    pub created: AtomicU64,
-    pub peak_alive: AtomicU64,
-    pub switches: AtomicU64,
-    pub steals: AtomicU64,
-    pub parks: AtomicU64,
-    /// Yields a preemption request forced at a checkpoint.
-    pub preemptions: AtomicU64,
-}
 
 /// The scheduler of the process.
 pub struct Sched {
@@ -178,9 +181,14 @@ pub struct Sched {
     idle: Mutex<()>,
     wake: Condvar,
     sleepers: AtomicUsize,
+    /// Workers looking for a thread before they sleep ([`Sched::spin`]): a push wakes a
+    /// sleeper only when none is spinning, since a spinner will take the thread.
+    spinning: AtomicUsize,
     /// Green threads created and not yet ended, `main` included.
     alive: AtomicUsize,
     blocks: Blocks,
+    /// The fixed stacks behind the workers' caches.
+    fixed: StackPool,
     pub stats: GreenStats,
     count_stats: bool,
     /// The deterministic scheduler (`STACKRT_SCHED`), which then replaces the run queues.
@@ -303,10 +311,12 @@ pub fn start(abi: u32) -> &'static Green {
             after: Cell::new(After::None),
             pending: Cell::new(core::ptr::null()),
             blocks: UnsafeCell::new(BlockCache::default()),
+            fixed: UnsafeCell::new(StackCache::default()),
             // Worker 0 starts out running `main`.
             tick: AtomicUsize::new(usize::from(i == 0)),
             tid: AtomicI32::new(0),
             os_thread: AtomicUsize::new(0),
+            errno: Cell::new(core::ptr::null_mut()),
             _sched_stack: None,
         })
         .collect();
@@ -324,8 +334,10 @@ pub fn start(abi: u32) -> &'static Green {
         idle: Mutex::new(()),
         wake: Condvar::new(),
         sleepers: AtomicUsize::new(0),
+        spinning: AtomicUsize::new(0),
         alive: AtomicUsize::new(1),
         blocks: Blocks::new(),
+        fixed: StackPool::new(),
         stats: GreenStats::default(),
         count_stats: std::env::var_os("STACKRT_STATS").is_some_and(|v| v == "1"),
         det: det.map(Mutex::new),
@@ -388,6 +400,9 @@ pub fn start(abi: u32) -> &'static Green {
 impl Worker {
     /// Records the calling OS thread as this worker's, for the preemption monitor.
     fn register_os_thread(&self) {
+        // SAFETY: __errno_location returns the calling thread's errno slot, valid for the
+        // thread's lifetime (a worker's OS thread lives as long as the process).
+        self.errno.set(unsafe { libc::__errno_location() });
         self.tid.store(crate::base::os::gettid(), Relaxed);
         self.os_thread
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
@@ -423,6 +438,7 @@ impl Green {
             arg,
             stack_request,
             started: Cell::new(false),
+            errno: Cell::new(0),
             stack: UnsafeCell::new(GreenStack::None),
             chain: UnsafeCell::new(ChainState::new()),
             heap: UnsafeCell::new(crate::mech::heap::HeapThreadState::default()),
@@ -510,37 +526,18 @@ impl Sched {
                     }
                     self.run(w, g.0);
                 }
-                None => self.sleep(),
+                None => {
+                    if let Some((g, source)) = self.spin(w) {
+                        if self.count_stats && matches!(source, Source::Stolen(_)) {
+                            self.stats.steals.fetch_add(1, Relaxed);
+                        }
+                        self.run(w, g.0);
+                    } else {
+                        self.sleep();
+                    }
+                }
             }
         }
-    }
-
-    /// Waits until some queue may have a thread. A pusher that sees no sleeper has its push
-    /// seen by the sleeper's re-check (both sides fence between their write and their read).
-    ///
-    /// When every worker is here with nothing queued, no thread runs and none can be woken
-    /// (wakes come from running threads): every alive thread waits for another, a deadlock,
-    /// reported in one line (status 70) instead of hanging.
-    fn sleep(&self) {
-        let guard = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let sleeping = self.sleepers.fetch_add(1, SeqCst) + 1;
-        fence(SeqCst);
-        if self.queues.is_empty() {
-            if sleeping == self.workers.len() {
-                crate::base::diag::fail(
-                    &format!(
-                        "stackrt: deadlock: every green thread is blocked ({} alive, all \
-                         waiting for a join or a mutex)",
-                        self.alive.load(SeqCst)
-                    ),
-                    crate::base::diag::FATAL_EXIT_STATUS,
-                );
-            }
-            drop(self.wake.wait(guard).unwrap_or_else(|e| e.into_inner()));
-        } else {
-            drop(guard);
-        }
-        self.sleepers.fetch_sub(1, SeqCst);
     }
 
     /// Puts a yielding thread back at the end of worker `w`'s queue. No sleeping worker is
@@ -567,11 +564,7 @@ impl Sched {
         } else {
             self.queues.push(w, GreenPtr(g));
         }
-        fence(SeqCst);
-        if self.sleepers.load(SeqCst) != 0 {
-            let _guard = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-            self.wake.notify_one();
-        }
+        self.wake_idle();
     }
 
     fn run(&self, w: &Worker, g: *const Green) {
@@ -632,7 +625,9 @@ impl Sched {
             } else {
                 DEFAULT_FIXED_STACK
             };
-            let stack = Stack::new(size).unwrap_or_else(|e| {
+            // SAFETY: the worker's own cache, touched only on its OS thread.
+            let cache = unsafe { &mut *w.fixed.get() };
+            let stack = self.fixed.take(cache, size).unwrap_or_else(|e| {
                 let why = if e == nix::Error::ENOMEM {
                     " (out of memory, or of the kernel's memory mappings: each fixed stack \
                      with its guard page takes two of vm.max_map_count; --mech lookahead \
@@ -698,7 +693,8 @@ impl Sched {
                 // SAFETY: the worker's own cache.
                 self.blocks.give(unsafe { &mut *w.blocks.get() }, size, b);
             }
-            GreenStack::Fixed(stack) => drop(stack),
+            // SAFETY: the worker's own cache.
+            GreenStack::Fixed(stack) => self.fixed.give(unsafe { &mut *w.fixed.get() }, stack),
             GreenStack::Native(_) | GreenStack::None => {}
         }
         g.join.lock();
@@ -765,18 +761,26 @@ fn switch_out(after: After) {
     let w = this_worker();
     let g = w.current.get();
     w.after.set(after);
-    // SAFETY: `g` is the running thread (its record outlives its run); the scheduler context's
-    // saved stack pointer is valid while one of its threads runs.
+    // SAFETY: `g` is the running thread (its record outlives its run); the worker's errno slot
+    // was set when its OS thread registered, before it ran any thread.
+    unsafe { (*g).errno.set(*w.errno.get()) };
+    // SAFETY: as above; the scheduler context's saved stack pointer is valid while one of its
+    // threads runs.
     unsafe { context::switch((*g).sp.get(), *w.sched_sp.get()) };
     complete_switch();
 }
 
-/// Run by a thread right after it resumed: if another thread switched to it directly
-/// ([`yield_now`]), that thread's context is saved now, so it may go back to the run queue.
+/// Run by a thread right after it resumed: restores its `errno` (a new thread's is 0), and if
+/// another thread switched to it directly ([`yield_now`]), that thread's context is saved now,
+/// so it may go back to the run queue.
 /// Out of line: it finds the worker afresh (the thread may have moved).
 #[inline(never)]
 fn complete_switch() {
     let w = this_worker();
+    let g = w.current.get();
+    // SAFETY: `g` is the thread resuming here (the worker's current one); the slot is the
+    // worker's OS thread's errno.
+    unsafe { *w.errno.get() = (*g).errno.get() };
     let prev = w.pending.replace(core::ptr::null());
     if !prev.is_null() {
         sched().requeue(w.index, prev);
@@ -816,6 +820,8 @@ fn yield_direct(s: &Sched) {
     }
     nx.announce();
     w.bump_tick(2);
+    // SAFETY: the worker's errno slot, set when its OS thread registered.
+    cr.errno.set(unsafe { *w.errno.get() });
     w.current.set(next);
     w.pending.set(cur);
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
@@ -962,13 +968,14 @@ extern "C" fn print_stats_at_exit() {
     let _ = core::fmt::write(
         &mut buf,
         format_args!(
-            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} preemptions\n",
+            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} fixed stacks mapped, {} preemptions\n",
             s.workers.len(),
             st.created.load(Relaxed),
             st.peak_alive.load(Relaxed),
             st.switches.load(Relaxed),
             st.steals.load(Relaxed),
             st.parks.load(Relaxed),
+            s.fixed.mapped(),
             st.preemptions.load(Relaxed),
         ),
     );
