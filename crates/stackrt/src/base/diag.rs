@@ -137,7 +137,7 @@ static REPORTS: [AtomicUsize; EXIT_REPORTS] = [const { AtomicUsize::new(0) }; EX
 /// registration order. This is how a lower layer's report includes a higher layer's figures
 /// without calling up into it: the chunk runtime registers its statistics when it starts, the
 /// heap mechanisms theirs when their first thread enters. Ends the program with one line if
-/// more than [`EXIT_REPORTS`] distinct parts are registered (a runtime bug).
+/// more than `EXIT_REPORTS` (4) distinct parts are registered (a runtime bug).
 pub fn add_exit_report(report: ExitReport) {
     let f = report as usize;
     for (i, slot) in REPORTS.iter().enumerate() {

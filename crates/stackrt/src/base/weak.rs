@@ -2,7 +2,7 @@
 //! `__cmm_threads`, `__cmm_code_begin`/`_end`): the address of the symbol, or 0 when the
 //! program does not define it.
 //!
-//! Rust has no stable weak linkage, so [`weak_symbol!`] assembles a hidden pointer-sized word
+//! Rust has no stable weak linkage, so `weak_symbol!` assembles a hidden pointer-sized word
 //! holding the symbol's address with a `.weak` reference: the linker writes 0 there when
 //! nothing defines the symbol (programs of other mechanisms, the runtime's own test binaries).
 

@@ -1,6 +1,6 @@
 //! A thread's chain of stack chunks, [`ThreadChain`], and its operations: enter, overflow
 //! (with the hot split), underflow, reclaim and exit. With [`Runtime`] (the shared half,
-//! [`super::runtime`] and the files beside it) this is the chunk runtime proper, independent of
+//! [`super::runtime`](mod@super::runtime) and the files beside it) this is the chunk runtime proper, independent of
 //! any global state; the process-wide instances and the `extern "C"` entry points are in
 //! [`super::global`]; tests build their own instances and simulate many threads in one. These
 //! module docs describe the whole design.

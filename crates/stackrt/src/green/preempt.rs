@@ -5,7 +5,7 @@
 //! # How a checkpoint is made to take the slow path
 //! A monitor thread ([`super::sched`]) looks at every worker once per slice (`STACKRT_TIMESLICE`,
 //! default [`DEFAULT_SLICE`]). A worker that has run the same thread since the last look, and
-//! is running (not blocked in a system call), gets `SIGURG`. The handler ([`on_preempt`], on
+//! is running (not blocked in a system call), gets `SIGURG`. The handler (`on_preempt`, on
 //! the worker's alternate signal stack) looks at the interrupted context. If its pc is in the
 //! program's compiled code (between the labels `__cmm_code_begin` and `__cmm_code_end`, see
 //! `crate::base::abi::CODE_BEGIN_SYMBOL`), the chunk register holds the running chunk's

@@ -1,5 +1,5 @@
 //! Stacks of green threads: stack blocks for the chunked mechanisms (a small first chunk plus
-//! the thread's entry frames, see [`BLOCK_SIZE`]), carved from large mappings and reused
+//! the thread's entry frames, see [`block_size`]), carved from large mappings and reused
 //! through a per-worker cache and a shared free list; fixed stacks for the others are
 //! [`super::context::Stack`]s.
 

@@ -571,7 +571,7 @@ pub struct HeapThreadState {
     general_bytes: usize,
 }
 
-/// Makes every worker's TLS block outlive the green threads it runs (see [`WORKER_MODE`]).
+/// Makes every worker's TLS block outlive the green threads it runs (see `WORKER_MODE`).
 /// Called before the first thread enters heap code.
 pub fn set_worker_mode() {
     WORKER_MODE.store(true, Relaxed);
@@ -592,7 +592,7 @@ fn end_green_thread(t: &mut HeapTls) {
     }
 }
 
-/// [`end_green_thread`] for the thread whose state the calling worker holds.
+/// `end_green_thread` for the thread whose state the calling worker holds.
 pub fn exit_green_thread() {
     // SAFETY: as in `swap_thread_state`.
     end_green_thread(unsafe { &mut *tls() });

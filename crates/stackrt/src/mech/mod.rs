@@ -37,7 +37,7 @@ unsafe fn arg_count(fp: usize) -> usize {
 }
 
 /// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
-/// number is read from the function's header, see [`arg_count`]) under the emitted convention
+/// number is read from the function's header, see `arg_count`) under the emitted convention
 /// `abi`, and returns its integer result register. Returns `None` if `abi` is not one of the
 /// emission stage's conventions or the function declares more than two parameters.
 ///

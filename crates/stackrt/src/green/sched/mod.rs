@@ -6,7 +6,7 @@
 //!
 //! Every worker has a *scheduler context* on its own stack (Go's `g0`): it picks a runnable
 //! green thread, switches to it, and when the thread switches back, carries out what the
-//! thread asked for on the way out ([`After`]): requeue it (a yield), release the lock it
+//! thread asked for on the way out (`After`): requeue it (a yield), release the lock it
 //! parked under (a join or a mutex: nobody may wake the thread before its context is saved,
 //! Go's `gopark` with an unlock function), or end it (its stack goes back at once). The main
 //! OS thread is worker 0; the program's `main` runs as a green thread on the main thread's own
@@ -28,7 +28,7 @@
 //!
 //! A green thread may resume on another worker than the one it switched away on. Rust code
 //! running on a green stack must therefore never keep a thread-local's address across a switch:
-//! the functions that switch ([`switch_out`]) reach the worker through [`this_worker`], an
+//! the functions that switch (`switch_out`) reach the worker through `this_worker`, an
 //! out-of-line call, before the switch only, and nothing after a switch in the same function
 //! touches a thread-local.
 
