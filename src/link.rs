@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::cli::Target;
-use crate::driver::DriverError;
+use crate::error::DriverError;
 
 /// The system libraries the Rust staticlib `stackrt` needs (`--print native-static-libs`).
 pub const NATIVE_STATIC_LIBS: [&str; 7] = [

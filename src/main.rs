@@ -2,6 +2,7 @@
 
 mod cli;
 mod driver;
+mod error;
 mod link;
 
 use std::process::ExitCode;
