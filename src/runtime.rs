@@ -131,20 +131,23 @@ fn ensure_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The message for a runtime this `cmm` was built without (`why`: the build's reason).
+fn missing(target: Target, why: &str) -> String {
+    match target {
+        Target::I686 => format!(
+            "this cmm carries no i686 runtime (stackrt): {why}; {I686_SETUP_HINT}, then rebuild \
+             or reinstall cmm"
+        ),
+        Target::X86_64 => {
+            format!("this cmm carries no x86-64 runtime (stackrt): {why}; rebuild or reinstall cmm")
+        }
+    }
+}
+
 /// The runtime archive of `target` as a file the linker can read, written to the cache on first
 /// use.
 pub fn archive(target: Target) -> Result<PathBuf, DriverError> {
-    let archive = embedded(target).map_err(|why| {
-        DriverError::failure(match target {
-            Target::I686 => format!(
-                "this cmm carries no i686 runtime (stackrt): {why}; {I686_SETUP_HINT}, then \
-                 rebuild or reinstall cmm"
-            ),
-            Target::X86_64 => format!(
-                "this cmm carries no x86-64 runtime (stackrt): {why}; rebuild or reinstall cmm"
-            ),
-        })
-    })?;
+    let archive = embedded(target).map_err(|why| DriverError::failure(missing(target, why)))?;
     let file = format!("libstackrt-{}-{:016x}.a", triple(target), archive.hash);
     let mut failures = Vec::new();
     for dir in cache_dirs() {
@@ -160,4 +163,41 @@ pub fn archive(target: Target) -> Result<PathBuf, DriverError> {
         target.name(),
         failures.join("; ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_runtime_says_which_why_and_what_to_do() {
+        let m = missing(Target::I686, "the Rust target i686-unknown-linux-gnu is not installed");
+        assert!(m.starts_with("this cmm carries no i686 runtime (stackrt): the Rust target"));
+        assert!(m.contains("cargo xtask setup") && m.ends_with("rebuild or reinstall cmm"));
+        let m = missing(Target::X86_64, "building stackrt failed: error[E0425]");
+        assert!(m.contains("no x86-64 runtime") && m.contains("E0425"));
+    }
+
+    #[test]
+    fn the_cache_honours_an_absolute_xdg_cache_home_only() {
+        // The XDG base directory spec: a relative XDG_CACHE_HOME is invalid and ignored. The
+        // environment is the process's: this is the only test of this binary that reads it.
+        let version = env!("CARGO_PKG_VERSION");
+        std::env::set_var("XDG_CACHE_HOME", "/somewhere/cache");
+        std::env::set_var("HOME", "/home/someone");
+        assert_eq!(
+            cache_dirs()[0],
+            Path::new("/somewhere/cache/cmm").join(version)
+        );
+        std::env::set_var("XDG_CACHE_HOME", "relative/cache");
+        assert_eq!(
+            cache_dirs()[0],
+            Path::new("/home/someone/.cache/cmm").join(version)
+        );
+        // The last resort is always the private temporary directory.
+        assert!(cache_dirs()
+            .last()
+            .unwrap()
+            .starts_with(std::env::temp_dir()));
+    }
 }
