@@ -327,7 +327,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         vec![16, 128],
         vec![16, 128],
     );
-    let (big_threads, big_n): (u64, u64) = pick(size, (4, 1_000_000), (2, 500_000), (2, 10_000));
+    let (big_threads, big_n): (u64, u64) = pick(size, (4, 1_000_000), (2, 300_000), (2, 10_000));
     list.push(Experiment {
         name: "big_summation",
         env: Vec::new(),
@@ -701,7 +701,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     });
 
     // --- Micro-benchmarks ---
-    let total_calls: u64 = pick(size, 30_000_000, 10_000_000, 200_000);
+    let total_calls: u64 = pick(size, 30_000_000, 6_000_000, 200_000);
     let depths: Vec<u64> = pick(
         size,
         vec![
@@ -938,7 +938,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     };
     // Full: 5 million, not 20: gcc's OS threads with sched_yield took 6 minutes of the 2-hour
     // budget at 20 million (2026-11-24), and the per-switch cost does not change with the count.
-    let yields: u64 = pick(size, 5_000_000, 1_000_000, 100_000);
+    let yields: u64 = pick(size, 5_000_000, 500_000, 100_000);
     list.push(Experiment {
         name: "green_yield",
         env: vec![
