@@ -171,7 +171,10 @@ mod tests {
 
     #[test]
     fn a_missing_runtime_says_which_why_and_what_to_do() {
-        let m = missing(Target::I686, "the Rust target i686-unknown-linux-gnu is not installed");
+        let m = missing(
+            Target::I686,
+            "the Rust target i686-unknown-linux-gnu is not installed",
+        );
         assert!(m.starts_with("this cmm carries no i686 runtime (stackrt): the Rust target"));
         assert!(m.contains("cargo xtask setup") && m.ends_with("rebuild or reinstall cmm"));
         let m = missing(Target::X86_64, "building stackrt failed: error[E0425]");
