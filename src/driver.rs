@@ -1,6 +1,5 @@
 //! The compilation pipeline behind the subcommands: read, check, lower, generate code, link, run.
 
-use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -10,47 +9,8 @@ use cmm_codegen::lower::LoweredProgram;
 use crate::cli::{
     Backend, CheckArgs, CodegenOpts, CompileArgs, Emit, Mech, RunArgs, Target, Threads,
 };
+use crate::error::DriverError;
 use crate::link;
-
-/// An error the driver reports as one `cmm: error: ...` message (several lines at most) and the
-/// exit status that goes with it. Front-end diagnostics are already rendered: `message` is then
-/// printed as is.
-#[derive(Debug)]
-pub struct DriverError {
-    pub status: u8,
-    pub message: String,
-    /// The message is rendered diagnostics, printed without the `cmm: error:` prefix.
-    pub rendered: bool,
-}
-
-impl DriverError {
-    /// A failure of the compilation itself (exit status 1).
-    pub fn failure(message: impl Into<String>) -> DriverError {
-        DriverError {
-            status: 1,
-            message: message.into(),
-            rendered: false,
-        }
-    }
-    /// A request `cmm` cannot serve: a combination of options not implemented (exit status 2).
-    pub fn unsupported(message: impl Into<String>) -> DriverError {
-        DriverError {
-            status: 2,
-            message: message.into(),
-            rendered: false,
-        }
-    }
-}
-
-impl fmt::Display for DriverError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.rendered {
-            f.write_str(self.message.trim_end())
-        } else {
-            write!(f, "cmm: error: {}", self.message)
-        }
-    }
-}
 
 /// Reads the source file, or explains why it cannot.
 fn read_source(path: &Path) -> Result<String, DriverError> {

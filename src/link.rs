@@ -1,4 +1,5 @@
-//! Linking: the system C compiler (`cc`, or `$CC`) plus the prebuilt `stackrt` runtime.
+//! Linking: the system C compiler (`cc`, or `$CC`) plus the `stackrt` runtime that `cmm`
+//! carries (see `runtime.rs`).
 //!
 //! The command is `cc -m64|-m32 -no-pie OBJ... libstackrt.a <native libs> -o OUT`. `-no-pie`
 //! keeps function addresses below 2 GiB (a C-- function name is an `int`) and lets i686 code use
@@ -7,11 +8,12 @@
 //! both targets on glibc).
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use crate::cli::Target;
-use crate::driver::DriverError;
+use crate::error::DriverError;
+use crate::runtime::{self, I686_SETUP_HINT};
 
 /// The system libraries the Rust staticlib `stackrt` needs (`--print native-static-libs`).
 pub const NATIVE_STATIC_LIBS: [&str; 7] = [
@@ -23,31 +25,6 @@ pub const NATIVE_STATIC_LIBS: [&str; 7] = [
     "-ldl",
     "-lc",
 ];
-
-/// The message for a missing i686 toolchain (Rust target or gcc-multilib).
-pub const I686_SETUP_HINT: &str = "the i686 target needs the Rust target i686-unknown-linux-gnu \
-     and gcc-multilib; run 'cargo xtask setup'";
-
-/// Path of the prebuilt runtime archive for `target`, as found by `build.rs`.
-pub fn runtime_archive(target: Target) -> Result<PathBuf, DriverError> {
-    let (path, why) = match target {
-        Target::X86_64 => (env!("CMM_STACKRT_X86_64"), env!("CMM_STACKRT_X86_64_ERROR")),
-        Target::I686 => (env!("CMM_STACKRT_I686"), env!("CMM_STACKRT_I686_ERROR")),
-    };
-    let path = PathBuf::from(path);
-    if !path.as_os_str().is_empty() && path.is_file() {
-        return Ok(path);
-    }
-    let why = if why.is_empty() {
-        format!("{} does not exist", path.display())
-    } else {
-        why.into()
-    };
-    Err(DriverError::failure(match target {
-        Target::I686 => format!("{I686_SETUP_HINT} ({why})"),
-        Target::X86_64 => format!("the x86-64 runtime (stackrt) is unavailable: {why}"),
-    }))
-}
 
 /// The C compiler command: `$CC` split on whitespace (so `CC="gcc -fuse-ld=bfd"` works), else
 /// `cc`.
@@ -65,7 +42,7 @@ pub fn c_compiler() -> (OsString, Vec<OsString>) {
 
 /// Links objects with the runtime of `target` into the executable `out`.
 pub fn link(target: Target, objects: &[&Path], out: &Path) -> Result<(), DriverError> {
-    let runtime = runtime_archive(target)?;
+    let runtime = runtime::archive(target)?;
     let (cc, cc_args) = c_compiler();
     let mut cmd = Command::new(&cc);
     cmd.args(&cc_args);

@@ -2,14 +2,22 @@
 
 mod cli;
 mod driver;
+mod error;
 mod link;
+mod runtime;
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, FromArgMatches as _};
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    // The version names the targets whose runtimes this binary carries (known at build time).
+    let version: &'static str = Box::leak(runtime::version_text().into_boxed_str());
+    let matches = cli::Cli::command().version(version).get_matches();
+    let cli = match cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match &cli.command {
         cli::Command::Compile(args) => driver::compile(args),
         cli::Command::Run(args) => driver::run(args),

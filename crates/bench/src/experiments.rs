@@ -77,6 +77,11 @@ pub struct Experiment {
     pub go: bool,
     pub main_stack: MainStack,
     pub shape: Shape,
+    /// The variant every other is compared with (ratio plots and tables): `traditional`, or for
+    /// experiments that do not run it, another.
+    pub baseline: &'static str,
+    /// What one unit of [`Point::work`] is ("call", "yield", "overflow-underflow pair").
+    pub unit: &'static str,
     /// Extra one-off measurements at the first point (instruction or system-call counts).
     pub counts: Vec<Count>,
     /// "parameter: thesis value -> value here" lines.
@@ -102,12 +107,21 @@ pub enum Count {
 /// Experiment sizes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Size {
-    /// At most 10 minutes on a 2-core machine.
+    /// Under 5 minutes on a 2-core machine.
     Quick,
     /// The thesis's parameters where they fit a 2-hour run.
     Full,
     /// Seconds: for the CI smoke test.
     Tiny,
+}
+
+/// Instruction counts run every executable under valgrind (tens of times slower): the full run
+/// only, so that `--quick` fits its 5 minutes.
+fn instruction_counts(size: Size) -> Vec<Count> {
+    match size {
+        Size::Full => vec![Count::Instructions],
+        Size::Quick | Size::Tiny => Vec::new(),
+    }
 }
 
 fn strings(items: &[&str]) -> Vec<String> {
@@ -182,7 +196,9 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: true,
         main_stack: MainStack::Unlimited,
         shape: Shape::Curve,
-        counts: vec![Count::Instructions],
+        baseline: "traditional",
+        unit: "call",
+        counts: instruction_counts(size),
         reductions: vec![format!(
             "n: thesis 1, 5, 10, 30, 50, 70, 100 million -> {sum_ns:?} (the curve is linear; the 2-hour budget)"
         )],
@@ -223,6 +239,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             go: true,
             main_stack: THREADED_MAIN_STACK,
             shape: Shape::Curve,
+            baseline: "traditional",
+            unit: "call",
             counts: vec![],
             reductions: vec![
                 format!("n (summed over all threads, n / threads each): thesis 100 million -> {sum_total} (the 2-hour budget: 16 executables x 8 points x 11 runs)"),
@@ -234,7 +252,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         "summation_cores",
         "Summation multi-threaded, \"cores\"",
         "thesis figure 4.3; paper figures 9, 10 (left)",
-        pick(size, (1..=8).collect(), vec![1, 2, 4, 8], vec![1, 2]),
+        pick(size, (1..=8).collect(), vec![1, 2], vec![1, 2]),
         "1-8",
     ));
     list.push(summation_multi(
@@ -244,15 +262,15 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         pick(
             size,
             vec![8, 16, 32, 64, 128, 256, 512, 1024],
-            vec![8, 64, 512],
+            vec![8, 512],
             vec![8],
         ),
         "8, 16, 32, 64, 128, 256, 512, 1024",
     ));
 
     // --- Big Summation (paper section 5, figures 11 and 12) ---
-    let repeat_total: u64 = pick(size, 5_000_000, 1_000_000, 20_000);
-    let repeat_threads: Vec<u64> = pick(size, vec![8, 64, 512, 1024], vec![8, 64, 512], vec![4]);
+    let repeat_total: u64 = pick(size, 5_000_000, 500_000, 20_000);
+    let repeat_threads: Vec<u64> = pick(size, vec![8, 64, 512, 1024], vec![8, 512], vec![4]);
     list.push(Experiment {
         name: "summation_repeat",
         env: Vec::new(),
@@ -292,6 +310,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: THREADED_MAIN_STACK,
         shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![],
         reductions: vec![
             format!(
@@ -304,10 +324,10 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let frame_sizes: Vec<u64> = pick(
         size,
         (1..=8).map(|k| k * 16).collect(),
-        vec![16, 64, 128],
+        vec![16, 128],
         vec![16, 128],
     );
-    let (big_threads, big_n): (u64, u64) = pick(size, (4, 1_000_000), (2, 500_000), (2, 10_000));
+    let (big_threads, big_n): (u64, u64) = pick(size, (4, 1_000_000), (2, 300_000), (2, 10_000));
     list.push(Experiment {
         name: "big_summation",
         env: Vec::new(),
@@ -350,6 +370,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: THREADED_MAIN_STACK,
         shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![],
         reductions: vec![format!(
             "threads x n: the paper does not say -> {big_threads} threads x {big_n}, one run; frame sizes {frame_sizes:?} (paper 16-128)"
@@ -366,7 +388,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let tree_reduction = vec![format!(
         "tree: thesis 2^20-1 balanced nodes and a 1,000,000-node branch -> {balanced} and {unbalanced}"
     )];
-    let searches: Vec<u64> = pick(size, vec![10, 100, 200], vec![10, 100], vec![10]);
+    let searches: Vec<u64> = pick(size, vec![10, 100, 200], vec![10, 40], vec![10]);
     let mut single_reductions = tree_reduction.clone();
     single_reductions.push(format!(
         "searches: thesis 10, 100, 500, 1000 -> {searches:?} (a spike search is 1,000,000 calls; the 2-hour budget)"
@@ -402,10 +424,12 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: true,
         main_stack: MainStack::Unlimited,
         shape: Shape::Curve,
-        counts: vec![Count::Instructions],
+        baseline: "traditional",
+        unit: "call",
+        counts: instruction_counts(size),
         reductions: single_reductions,
     });
-    let tree_searches: u64 = pick(size, 5, 5, 4);
+    let tree_searches: u64 = pick(size, 5, 3, 4);
     // One point of tree_multi: `t` threads of `per_thread` searches with `spike` of them
     // spikes; fixed stacks are probed with one thread's spike.
     let tree_point = |t: u64, spike: &str, per_thread: u64| Point {
@@ -462,11 +486,13 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             go: !name.ends_with("spike"),
             main_stack: THREADED_MAIN_STACK,
             shape: Shape::Curve,
+            baseline: "traditional",
+            unit: "call",
             counts: vec![],
             reductions,
         }
     };
-    let cores: Vec<u64> = pick(size, vec![1, 2, 4, 8], vec![1, 2, 4], vec![2]);
+    let cores: Vec<u64> = pick(size, vec![1, 2, 4, 8], vec![1, 2], vec![2]);
     let mut e = tree_multi(
         "tree_cores",
         "Unbalanced Binary Tree multi-threaded, \"cores\"",
@@ -492,12 +518,12 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     e.reductions
         .push(format!("threads: thesis 8, 16, 32, 64 -> {quantity:?}"));
     list.push(e);
-    let spikes: Vec<u64> = pick(size, vec![64, 256, 1024], vec![32, 128], vec![16]);
+    let spikes: Vec<u64> = pick(size, vec![64, 256, 1024], vec![16, 64], vec![16]);
     let spike_branch: u64 = pick(size, 100_000, 100_000, 2_000);
     let mut e = tree_multi(
         "tree_spike",
-        "Unbalanced Binary Tree, one spike search per thread, many threads",
-        "beyond the thesis (its figure 4.8 stops at 64 threads)",
+        "Unbalanced Binary Tree, one spike per thread",
+        "beyond the thesis (its figure 4.8 stops at 64 threads): one search per thread, always a spike",
         spikes,
         "1.0",
         1,
@@ -520,7 +546,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let work_reduction = format!(
         "work per non-recursive / recursive call: thesis 10,000,000 / 10,000 -> {nonrec_work} / {rec_work}"
     );
-    let iterations: Vec<u64> = pick(size, vec![10, 50, 100], vec![10, 40], vec![2]);
+    let iterations: Vec<u64> = pick(size, vec![10, 50, 100], vec![10, 20], vec![2]);
     list.push(Experiment {
         name: "realworld_single",
         env: Vec::new(),
@@ -553,7 +579,9 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: MainStack::Unlimited,
         shape: Shape::Curve,
-        counts: vec![Count::Instructions],
+        baseline: "traditional",
+        unit: "call",
+        counts: instruction_counts(size),
         reductions: vec![
             work_reduction.clone(),
             format!("overall iterations: thesis 100-1000 -> {iterations:?}"),
@@ -605,10 +633,12 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             go: false,
             main_stack: THREADED_MAIN_STACK,
             shape: Shape::Curve,
+            baseline: "traditional",
+            unit: "call",
             counts: vec![],
             reductions: vec![note],
         };
-    let rw_cores: Vec<u64> = pick(size, (1..=8).collect(), vec![1, 2, 4], vec![2]);
+    let rw_cores: Vec<u64> = pick(size, (1..=8).collect(), vec![1, 2], vec![2]);
     list.push(realworld_multi(
         "realworld_cores",
         "\"Real World\" multi-threaded, \"cores\"",
@@ -617,7 +647,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         (nonrec_work, rec_work),
         format!("{work_reduction}; threads: thesis 1-8 -> {rw_cores:?}"),
     ));
-    let rw_quantity: Vec<u64> = pick(size, vec![100, 500, 1000], vec![100, 500], vec![16]);
+    let rw_quantity: Vec<u64> = pick(size, vec![100, 500, 1000], vec![50, 200], vec![16]);
     list.push(realworld_multi(
         "realworld_quantity",
         "\"Real World\" multi-threaded, \"quantity\"",
@@ -662,28 +692,30 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: MainStack::Unlimited,
         shape: Shape::Curve,
-        counts: vec![Count::Instructions],
+        baseline: "traditional",
+        unit: "call",
+        counts: instruction_counts(size),
         reductions: vec![format!(
             "integers: paper 10^6, 10^7, 10^8 -> {counts:?} (10^8: about 10 s per run and executable, over the full run's budget)"
         )],
     });
 
     // --- Micro-benchmarks ---
-    let total_calls: u64 = pick(size, 30_000_000, 8_000_000, 200_000);
+    let total_calls: u64 = pick(size, 30_000_000, 6_000_000, 200_000);
     let depths: Vec<u64> = pick(
         size,
         vec![
             8, 16, 32, 64, 256, 4_096, 16_384, 65_536, 262_144, 1_000_000, 4_000_000,
         ],
-        vec![16, 64, 4_096, 65_536, 1_000_000],
+        vec![16, 4_096, 1_000_000],
         vec![16, 1_000],
     );
     list.push(Experiment {
         name: "call_depth",
         env: Vec::new(),
         green: &[],
-        title: "ns per call against recursion depth (why callee-cleanup beats traditional deep down)",
-        figures: "explains paper section 6.1 (\"surprisingly\")",
+        title: "Cost of a call against recursion depth",
+        figures: "explains paper section 6.1 (\"surprisingly\"): why callee-cleanup beats traditional deep down",
         sources: Sources {
             cm: root.join("crates/bench/programs/deep_repeat.cm"),
             go: None,
@@ -711,6 +743,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: MainStack::Unlimited,
         shape: Shape::PerUnit,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![Count::Syscalls],
         reductions: vec![format!(
             "{total_calls} calls per run at every depth: depths below the return stack buffer (16-32 entries), \
@@ -753,6 +787,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: MainStack::Unlimited,
         shape: Shape::PerUnit,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![],
         reductions: vec![format!(
             "a {unwind_depth}-deep recursion repeated {unwind_reps} times"
@@ -802,23 +838,20 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: false,
         main_stack: MainStack::Unlimited,
         shape: Shape::HotSplit,
+        baseline: "lookahead",
+        unit: "overflow-underflow pair",
         counts: vec![Count::Syscalls],
         reductions: vec![format!("{pairs} overflow-underflow pairs per run")],
     });
-    // --- Green threads against OS threads (issue 12): the multi-threaded thesis programs ---
-    let many: Vec<u64> = pick(
-        size,
-        vec![64, 1024, 100_000],
-        vec![64, 1024, 10_000],
-        vec![8, 64],
-    );
+    // --- Green threads against OS threads: the multi-threaded thesis programs ---
+    let many: Vec<u64> = pick(size, vec![64, 1024, 100_000], vec![64, 1024], vec![8, 64]);
     let both_threads: &[&str] = &["lookahead", "traditional"];
     list.push(Experiment {
         name: "green_summation",
         env: Vec::new(),
         green: both_threads,
         title: "Summation multi-threaded: green threads against OS threads",
-        figures: "none (issue 12): thesis figure 4.4's program with up to 100,000 threads",
+        figures: "beyond the thesis: figure 4.4's program with up to 100,000 threads",
         sources: cm("summation_multi.cm", Some("summation_multi.go")),
         x_label: "threads",
         log_x: true,
@@ -846,6 +879,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: true,
         main_stack: THREADED_MAIN_STACK,
         shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![],
         reductions: vec![
             format!(
@@ -861,15 +896,15 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let tree_points: Vec<(u64, u64)> = pick(
         size,
         vec![(64, tree_searches), (1024, 3), (100_000, 1)],
-        vec![(64, tree_searches), (1024, 3), (10_000, 1)],
+        vec![(64, 3), (1024, 1)],
         vec![(8, tree_searches), (64, 3)],
     );
     list.push(Experiment {
         name: "green_tree",
         env: Vec::new(),
         green: both_threads,
-        title: "Unbalanced Binary Tree multi-threaded: green threads against OS threads",
-        figures: "none (issue 12): thesis figure 4.8's program with up to 100,000 threads",
+        title: "Unbalanced Binary Tree: green threads against OS threads",
+        figures: "beyond the thesis: figure 4.8's program with up to 100,000 threads",
         sources: cm("tree_multi.cm", Some("tree.go")),
         x_label: "threads",
         log_x: true,
@@ -883,6 +918,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: true,
         main_stack: THREADED_MAIN_STACK,
         shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![],
         reductions: {
             let mut r = tree_reduction.clone();
@@ -901,7 +938,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     };
     // Full: 5 million, not 20: gcc's OS threads with sched_yield took 6 minutes of the 2-hour
     // budget at 20 million (2026-11-24), and the per-switch cost does not change with the count.
-    let yields: u64 = pick(size, 5_000_000, 5_000_000, 100_000);
+    let yields: u64 = pick(size, 5_000_000, 500_000, 100_000);
     list.push(Experiment {
         name: "green_yield",
         env: vec![
@@ -910,7 +947,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         ],
         green: &[],
         title: "Context switch: two threads yielding to each other",
-        figures: "none (green threads, issue 12): sthread_yield ping-pong on one worker, Go's runtime.Gosched on one P, gcc with OS threads and sched_yield",
+        figures: "beyond the thesis: sthread_yield ping-pong on one worker, Go's runtime.Gosched on one P, gcc with OS threads and sched_yield",
         sources: green_sources("yield_pingpong.cm", "yield_pingpong.go"),
         x_label: "yields per thread",
         log_x: false,
@@ -928,13 +965,16 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: true,
         main_stack: MainStack::KiB(8 * 1024),
         shape: Shape::PerUnit,
+        baseline: "traditional",
+        unit: "yield",
         counts: vec![],
         reductions: vec![],
     });
     let alive: Vec<u64> = pick(
         size,
         vec![10_000, 100_000, 1_000_000],
-        vec![10_000, 100_000],
+        // OS threads spin on sched_yield until all have arrived (quadratic): a few thousand.
+        vec![1_000, 3_000],
         vec![1_000],
     );
     list.push(Experiment {
@@ -942,7 +982,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         env: Vec::new(),
         green: &[],
         title: "Many threads alive at once, each 100 levels deep",
-        figures: "none (green threads, issue 12): time and peak memory of N threads that recurse 100 levels, wait for each other and unwind, against Go goroutines and OS threads",
+        figures: "beyond the thesis: time and peak memory of N threads that recurse 100 levels, wait for each other and unwind, against Go goroutines and OS threads",
         sources: green_sources("alive.cm", "alive.go"),
         x_label: "threads",
         log_x: true,
@@ -963,6 +1003,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         go: true,
         main_stack: MainStack::KiB(8 * 1024),
         shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
         counts: vec![],
         reductions: if alive.iter().any(|&n| n > I686_MOST_ALIVE) {
             vec![format!(

@@ -4,8 +4,10 @@
 //! experiment not selected) says "not measured" and fills in by itself once they do.
 
 use crate::build::Target;
+use crate::experiments::Size;
 use crate::harness::{NoteKind, Results};
-use crate::report::{cell, xs, Table};
+use crate::table::{cell, xs, Table};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// A measured value (from mean times, the thesis's statistic), the same value from minimum
@@ -14,6 +16,8 @@ use std::fmt::Write as _;
 type Measured = Option<(f64, Option<f64>, String)>;
 
 struct Finding {
+    /// The figure that shows it: a plot's file stem (`<experiment>-<time|ratio|memory>`).
+    plot: &'static str,
     source: &'static str,
     claim: &'static str,
     thesis: &'static str,
@@ -214,7 +218,7 @@ fn deep_return_advantage(table: &Table, t: Target) -> Measured {
 }
 
 /// The explanation of callee-cleanup's advantage, with the measured depth profile.
-fn write_call_depth_explanation(out: &mut String, results: &Results, table: &Table) {
+pub fn write_call_depth_explanation(out: &mut String, results: &Results, table: &Table) {
     let e = "call_depth";
     let depths = xs(table, e);
     let Some(experiment) = results.experiments.iter().find(|x| x.name == e) else {
@@ -225,7 +229,7 @@ fn write_call_depth_explanation(out: &mut String, results: &Results, table: &Tab
     }
     let _ = writeln!(
         out,
-        "\n### Why callee-cleanup beats traditional on deep recursion\n\n\
+        "\n#### Why callee-cleanup beats traditional on deep recursion\n\n\
          `call_depth` runs the same recursion (crates/bench/programs/deep_repeat.cm) at depths \
          from a few levels to far beyond the caches, repeated to the same number of calls, and \
          reports ns per call (mean time / calls):\n"
@@ -375,6 +379,7 @@ fn kernel_time_ratio(table: &Table, t: Target) -> Measured {
 fn findings() -> Vec<Finding> {
     vec![
         Finding {
+            plot: "summation_single-ratio",
             source: "thesis 4.1.1, paper 6.2",
             claim: "Heap (a malloc per call) is far slower than every other mechanism",
             thesis: "Summation 100M: heap 8161 ms vs traditional 1328 ms (6.1x)",
@@ -385,7 +390,8 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
-            source: "beyond the thesis (issue: heap frames done properly)",
+            plot: "summation_single-ratio",
+            source: "beyond the thesis",
             claim: "Heap frames from per-thread free lists cost at most 2x Traditional",
             thesis: "not measured: the thesis's heap called malloc per frame (6.1x)",
             measure: |_, t, tg| ratio_at_largest(t, "summation_single", tg, "heap", "traditional"),
@@ -393,6 +399,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "summation_single-ratio",
             source: "thesis 4.1.1",
             claim: "Look-Ahead costs about as much as Traditional single-threaded",
             thesis: "Summation 100M: 1335 vs 1328 ms (+0.5%)",
@@ -401,6 +408,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "summation_single-ratio",
             source: "thesis 4.1.1, paper 6.1",
             claim: "MMU is faster than Traditional single-threaded (its callee cleans up)",
             thesis: "Summation 100M: 800 vs 1328 ms (0.60x)",
@@ -409,6 +417,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "summation_single-ratio",
             source: "paper 6.1",
             claim: "Callee-cleanup is faster than Caller-cleanup (traditional), \"surprisingly\"",
             thesis: "Haswell: callee-cleanup fastest, caller-cleanup marginally ahead of Look-Ahead",
@@ -417,14 +426,16 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "call_depth-ratio",
             source: "this project (explains paper 6.1)",
-            claim: "Callee-cleanup's advantage is a deep-recursion effect: it appears when the stack outgrows the caches, not while it fits (see the explanation below)",
+            claim: "Callee-cleanup's advantage is a deep-recursion effect: it appears when the stack outgrows the caches, not while it fits (the `call_depth` section explains it)",
             thesis: "(no figure: the paper calls it a surprise)",
             measure: |_, t, tg| deep_return_advantage(t, tg),
             holds: |r| r < 0.9,
             changed_because: "",
         },
         Finding {
+            plot: "summation_single-time",
             source: "this project",
             claim: "A deep first recursion costs Traditional more kernel time than Look-Ahead for the same page faults: Linux grows the main thread's stack mapping fault by fault, chunks come from an arena already mapped",
             thesis: "(not in the thesis)",
@@ -433,6 +444,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "summation_single-ratio",
             source: "thesis B.1-B.6",
             claim: "gcc -O0 is slower than C-- Traditional on Summation",
             thesis: "50M: gcc 1065 ms vs traditional 663 ms (1.6x)",
@@ -441,6 +453,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "today's emission stage and gcc differ from 2010's",
         },
         Finding {
+            plot: "summation_single-ratio",
             source: "thesis 4.1.1 (gcc -O2), runtime-facts",
             claim: "gcc -O2 measures no stack on Summation: it turns the recursion into a loop",
             thesis: "Summation 100M: gcc -O2 68 ms (vs 1328 ms traditional)",
@@ -449,6 +462,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "summation_cores-time",
             source: "thesis 4.1.2",
             claim: "Look-Ahead scales with cores like Traditional",
             thesis: "1->4 threads: look-ahead 3.2x, traditional 3.7x",
@@ -457,6 +471,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "summation_cores-time",
             source: "thesis 4.1.2, 5",
             claim: "MMU scales worst with threads (the thesis blamed LinuxThreads' signal demultiplexing)",
             thesis: "1->4 threads: MMU 1.6x vs traditional 3.7x",
@@ -465,6 +480,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "NPTL delivers SIGSEGV straight to the faulting thread (no manager thread), and the chunk runtime reuses guarded chunks from per-thread caches without mprotect/mmap on the hot path",
         },
         Finding {
+            plot: "summation_repeat-ratio",
             source: "paper 6.3, figure 11",
             claim: "With 10 repeats MMU-with-reuse beats Look-Ahead (chunks are reused)",
             thesis: "figure 11: MMU-with-reuse below Look-Ahead for many threads",
@@ -473,6 +489,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "Look-Ahead reuses chunks too here (per-thread caches and a shared pool)",
         },
         Finding {
+            plot: "big_summation-time",
             source: "paper 6.3, figure 12",
             claim: "Big Summation: time grows with the frame size (more chunks for the same work)",
             thesis: "figure 12: almost linear in the frame size",
@@ -481,6 +498,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "tree_spike-time",
             source: "thesis 4.2.3, paper 6.3",
             claim: "Fixed stacks cannot run many threads that spike (the tree with many threads)",
             thesis: "traditional not run beyond 8 threads: stacks could not share memory",
@@ -489,6 +507,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "a 64-bit address space and lazily committed stacks let every thread have a stack just big enough for the spike",
         },
         Finding {
+            plot: "tree_quantity-memory",
             source: "thesis 4.2.3",
             claim: "Linked chunks need less memory than stacks just big enough for every thread",
             thesis: "(not measured in the thesis; its premise)",
@@ -497,6 +516,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "the threads spike at the same moments (same random seed), so their peaks coincide",
         },
         Finding {
+            plot: "tree_cores-time",
             source: "thesis 4.2.2",
             claim: "Look-Ahead on the tree scales with cores like Traditional, with visible overhead",
             thesis: "8 threads: look-ahead 1075 ms vs gcc -O2 250 ms",
@@ -505,6 +525,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "realworld_single-ratio",
             source: "thesis 4.3",
             claim: "\"Real World\": all mechanisms perform alike",
             thesis: "figure 4.10: the C-- mechanisms' curves coincide",
@@ -513,6 +534,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "realworld_single-ratio",
             source: "thesis 4.3",
             claim: "\"Real World\": gcc -O0 is slower than the C-- mechanisms",
             thesis: "1000 iterations: gcc 104529 ms vs traditional 34739 ms (3.0x)",
@@ -521,6 +543,7 @@ fn findings() -> Vec<Finding> {
             changed_because: "",
         },
         Finding {
+            plot: "quicksort-ratio",
             source: "paper 6.2, figure 8",
             claim: "Quicksort stays within the first chunk (no overflow)",
             thesis: "all stack frames in the first chunk",
@@ -531,21 +554,32 @@ fn findings() -> Vec<Finding> {
     ]
 }
 
-/// Appends the findings table.
-pub fn write_table(out: &mut String, results: &Results, table: &Table) {
+/// Appends the findings table. `plots` maps a plot's file stem to its path relative to the
+/// report (the figures that were drawn).
+pub fn write_table(
+    out: &mut String,
+    results: &Results,
+    table: &Table,
+    plots: &BTreeMap<String, String>,
+) {
     let _ = writeln!(
         out,
         "Ratios are of mean times (or peak RSS) at the largest size both ran; a verdict holds \
-         only when the ratio of minimum times agrees (otherwise \"inconclusive\"). A finding \
-         whose executables did not run says \"not measured\". A `--quick` run's sizes and \
-         3 runs make its verdicts indicative only.\n"
+         only when the ratio of minimum times agrees (otherwise \"inconclusive\", with both \
+         values). A finding whose executables did not run says \"not measured\".{}\n",
+        if results.size == Size::Full {
+            ""
+        } else {
+            " This run's reduced sizes and rounds make every verdict indicative only."
+        }
     );
     let _ = writeln!(
         out,
-        "| source | finding | thesis/paper | ours i686 | ours x86-64 | verdict |\n|---|---|---|---|---|---|"
+        "| finding | source: figure | ours i686 | ours x86-64 | verdict | plot |\n|---|---|---|---|---|---|"
     );
+    let targets = [Target::I686, Target::X86_64];
     for f in findings() {
-        let ours: Vec<Measured> = [Target::I686, Target::X86_64]
+        let ours: Vec<Measured> = targets
             .iter()
             .map(|&t| (f.measure)(results, table, t))
             .collect();
@@ -564,7 +598,27 @@ pub fn write_table(out: &mut String, results: &Results, table: &Table) {
         let verdict = if verdicts.is_empty() {
             "not measured".to_string()
         } else if verdicts.contains(&None) {
-            "inconclusive: mean and minimum times disagree (noisy; more runs)".to_string()
+            let split: Vec<String> = targets
+                .iter()
+                .zip(&ours)
+                .filter_map(|(t, m)| {
+                    let (v, robust, _) = m.as_ref()?;
+                    let r = (*robust)?;
+                    ((f.holds)(*v) != (f.holds)(r)).then(|| {
+                        format!(
+                            "{t}: by mean {v:.2} ({}), by minimum {r:.2} ({})",
+                            holds_word((f.holds)(*v)),
+                            holds_word((f.holds)(r))
+                        )
+                    })
+                })
+                .collect();
+            format!(
+                "inconclusive: {}; the spread of {} rounds does not decide (more rounds, or a \
+                 quieter machine)",
+                split.join("; "),
+                results.runs
+            )
         } else if verdicts.iter().all(|&h| h == Some(true)) {
             "confirmed".to_string()
         } else if verdicts.contains(&Some(true)) {
@@ -578,15 +632,25 @@ pub fn write_table(out: &mut String, results: &Results, table: &Table) {
             m.as_ref()
                 .map_or("not measured".to_string(), |(_, _, s)| s.clone())
         };
+        let plot = plots
+            .get(f.plot)
+            .map_or("-".to_string(), |path| format!("[{}]({path})", f.plot));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {verdict} |",
-            f.source,
+            "| {} | {}: {} | {} | {} | {verdict} | {plot} |",
             f.claim,
+            f.source,
             f.thesis,
             text(&ours[0]),
             text(&ours[1])
         );
     }
-    write_call_depth_explanation(out, results, table);
+}
+
+fn holds_word(holds: bool) -> &'static str {
+    if holds {
+        "holds"
+    } else {
+        "does not hold"
+    }
 }

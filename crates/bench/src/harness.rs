@@ -2,7 +2,7 @@
 //! stacks, checks that every executable prints what the others print, then measures in
 //! interleaved rounds (each executable of a point once per round, in an order rotated from
 //! round to round: the machine is shared and has slow phases lasting seconds), with a progress
-//! line and an estimate of the time left.
+//! bar (`indicatif`) and an estimate of the time left.
 
 use crate::build::{accepted_mechanisms, Builder, Target, Toolchain, Variant};
 use crate::experiments::{
@@ -11,7 +11,7 @@ use crate::experiments::{
 use crate::machine::Machine;
 use crate::run::{Invocation, MainStack, Outcome, Runner};
 use std::collections::HashMap;
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -89,14 +89,60 @@ pub struct Note {
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum NoteKind {
+    /// The experiment measures something the mechanism does not have (the hot split of a
+    /// fixed stack); not run, and not a failure.
+    NotApplicable,
     /// Did not build (mechanism not implemented, peer missing).
     NotAvailable,
     /// A fixed stack could not run it (does not fit in memory or the address space, or crashed).
     FixedStackCannot,
+    /// Ran out of a resource of this machine (memory, kernel memory mappings, threads).
+    OutOfResources,
     /// Failed or printed something else than the others.
     Failed,
+}
+
+impl NoteKind {
+    /// How the report names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NoteKind::NotApplicable => "not applicable",
+            NoteKind::NotAvailable => "not available",
+            NoteKind::FixedStackCannot => "a fixed stack could not do it",
+            NoteKind::OutOfResources => "exceeds this machine's limits",
+            NoteKind::Failed => "failed",
+        }
+    }
+}
+
+/// Whether a failed run's stderr says it ran out of memory, kernel memory mappings or threads
+/// (the runtime's and the C thread library's messages): a limit of the machine, not a bug.
+pub fn out_of_resources(stderr: &str) -> bool {
+    [
+        "ENOMEM",
+        "out of memory",
+        "Resource temporarily unavailable",
+        "Cannot allocate memory",
+    ]
+    .iter()
+    .any(|needle| stderr.contains(needle))
+}
+
+/// Why a mechanism does not apply to an experiment that compares only chunked mechanisms
+/// (the hot split), or `None` when it applies.
+pub fn not_applicable_to_chunked(v: &Variant) -> Option<&'static str> {
+    match &v.tool {
+        _ if v.fixed_stack() => {
+            Some("a fixed stack has no chunks: nothing overflows or underflows")
+        }
+        Toolchain::Cmm { mech, .. } if mech.starts_with("heap") => Some(
+            "every frame is a heap block of its own: no call sits on a chunk boundary, so there \
+             is no split to provoke",
+        ),
+        _ => None,
+    }
 }
 
 /// Everything a run of the harness produced.
@@ -122,59 +168,79 @@ const GROWING_STACK: u64 = 256 * 1024;
 /// Added to the smallest working fixed stack: "just big enough", as the thesis's.
 const STACK_MARGIN: u64 = 64 * 1024;
 
+/// Progress of the whole run: an `indicatif` bar (current experiment and point, percentage,
+/// time left) on a terminal; otherwise (CI, a log file) a plain line every few seconds.
 struct Progress {
     enabled: bool,
-    tty: bool,
+    bar: indicatif::ProgressBar,
     start: Instant,
-    total: usize,
-    done: usize,
-    /// When a line was last printed (without a terminal: one line every few seconds).
+    /// When a plain line was last printed.
     last_line: Option<Instant>,
 }
 
 impl Progress {
+    fn new(enabled: bool, total: usize, start: Instant) -> Progress {
+        let bar = if enabled && std::io::stderr().is_terminal() {
+            let bar = indicatif::ProgressBar::new(total as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{elapsed:>4} [{bar:28.cyan/blue}] {percent:>3}% ~{eta} left  {wide_msg}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(500));
+            bar
+        } else {
+            // Counts steps (for the estimate) without drawing.
+            indicatif::ProgressBar::hidden().with_finish(indicatif::ProgressFinish::AndLeave)
+        };
+        bar.set_length(total as u64);
+        Progress {
+            enabled,
+            bar,
+            start,
+            last_line: None,
+        }
+    }
+
+    /// Counts `steps` runs as done (measured, or skipped: a variant that did not build).
+    fn advance(&mut self, steps: usize) {
+        self.bar.inc(steps as u64);
+    }
+
     fn show(&mut self, what: &str) {
         if !self.enabled {
             return;
         }
-        if !self.tty {
-            if self
-                .last_line
-                .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
-            {
-                return;
-            }
-            self.last_line = Some(Instant::now());
+        if !self.bar.is_hidden() {
+            self.bar.set_message(what.to_string());
+            return;
         }
+        if self
+            .last_line
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(5))
+        {
+            return;
+        }
+        self.last_line = Some(Instant::now());
+        let done = self.bar.position();
+        let total = self.bar.length().unwrap_or(0).max(1);
         let elapsed = self.start.elapsed().as_secs_f64();
-        let eta = if self.done == 0 {
+        let eta = if done == 0 {
             "?".to_string()
         } else {
-            let left = elapsed / self.done as f64 * self.total.saturating_sub(self.done) as f64;
-            format_duration(left)
+            format_duration(elapsed / done as f64 * total.saturating_sub(done) as f64)
         };
-        let percent = 100 * self.done / self.total.max(1);
-        let line = format!(
-            "[{percent:>3}%] {what} | {} elapsed, ~{eta} left",
+        eprintln!(
+            "[{:>3}%] {what} | {} elapsed, ~{eta} left",
+            100 * done / total,
             format_duration(elapsed)
         );
-        let mut err = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(
-                err,
-                "\r\x1b[2K{}",
-                line.chars().take(150).collect::<String>()
-            );
-        } else {
-            let _ = writeln!(err, "{line}");
-        }
-        let _ = err.flush();
     }
 
     fn finish(&self) {
-        if self.enabled && self.tty {
-            eprintln!();
-        }
+        self.bar.finish_and_clear();
     }
 }
 
@@ -208,7 +274,7 @@ fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec
                 },
             };
             match e.mechanisms {
-                Mechanisms::Chunked if variant.fixed_stack() => continue,
+                Mechanisms::Chunked if not_applicable_to_chunked(&variant).is_some() => continue,
                 Mechanisms::Listed(only) if !only.contains(&mech.as_str()) => continue,
                 _ => {}
             }
@@ -385,10 +451,13 @@ impl Session<'_> {
             // The descents to each depth overflow too; only the loops' overflows count.
             count(LOOPS).saturating_sub(count(0))
         };
-        let (mut low, mut high) = (11u64, 20_000u64);
-        let found = if overflows_of_loops(self, low, high) < LOOPS / 2 {
-            None
-        } else {
+        // The first boundary lies about a chunk's worth of frames deep: a small range is tried
+        // first, as a sweep's descents cost the square of its range.
+        let mut low = 11u64;
+        let top = [4_000u64, 20_000]
+            .into_iter()
+            .find(|&top| overflows_of_loops(self, low, top) >= LOOPS / 2);
+        let found = if let Some(mut high) = top {
             while low < high {
                 let mid = (low + high) / 2;
                 if overflows_of_loops(self, low, mid) >= LOOPS / 2 {
@@ -398,6 +467,8 @@ impl Session<'_> {
                 }
             }
             Some(low)
+        } else {
+            None
         };
         self.boundaries.insert(exe.to_path_buf(), found);
         found
@@ -481,7 +552,7 @@ impl Session<'_> {
                 Ok(args) => args,
                 Err((kind, text)) => {
                     self.note(e, v, Some(point.x), kind, text);
-                    self.progress.done += self.options.runs + 1;
+                    self.progress.advance(self.options.runs + 1);
                     continue;
                 }
             };
@@ -495,7 +566,7 @@ impl Session<'_> {
             let mut inv = self.invocation(e, v, exe, &args);
             inv.stdout = Some(out_path.clone());
             let outcome = self.runner.run(&inv);
-            self.progress.done += 1;
+            self.progress.advance(1);
             let printed = std::fs::read_to_string(&out_path).unwrap_or_default();
             let only_data = v.tool == Toolchain::Go;
             self.records.push(Record {
@@ -513,14 +584,17 @@ impl Session<'_> {
                 let overflowed = outcome.ending == crate::run::Ending::Signaled(libc::SIGSEGV);
                 let kind = if v.fixed_stack()
                     && (overflowed || point.args.iter().any(|a| a == STACK_TOKEN))
+                    && !out_of_resources(&outcome.stderr_tail)
                 {
                     NoteKind::FixedStackCannot
+                } else if out_of_resources(&outcome.stderr_tail) {
+                    NoteKind::OutOfResources
                 } else {
                     NoteKind::Failed
                 };
                 let text = format!("{} {}", outcome.ending.describe(), outcome.stderr_tail);
                 self.note(e, v, Some(point.x), kind, text.trim().to_string());
-                self.progress.done += self.options.runs;
+                self.progress.advance(self.options.runs);
                 continue;
             }
             match &reference {
@@ -544,7 +618,7 @@ impl Session<'_> {
                             NoteKind::Failed,
                             format!("prints something else than {who}"),
                         );
-                        self.progress.done += self.options.runs;
+                        self.progress.advance(self.options.runs);
                         continue;
                     }
                 }
@@ -554,7 +628,7 @@ impl Session<'_> {
                 self.options.runs,
                 outcome.seconds,
             );
-            self.progress.done += self.options.runs - rounds;
+            self.progress.advance(self.options.runs - rounds);
             runnable.push((v.clone(), exe.clone(), args, rounds));
         }
         let first = e.points.first().is_some_and(|p| p.x == point.x);
@@ -592,13 +666,13 @@ impl Session<'_> {
                             }
                             a
                         };
-                        count_syscalls(exe, &with_reps(fewer))
+                        count_syscalls(exe, &with_reps(fewer), e.main_stack)
                             .and_then(|a| {
                                 Some(vec![
                                     fewer,
                                     a,
                                     fewer * 10,
-                                    count_syscalls(exe, &with_reps(fewer * 10))?,
+                                    count_syscalls(exe, &with_reps(fewer * 10), e.main_stack)?,
                                 ])
                             })
                             .ok_or_else(|| "strace is missing or the traced run failed".to_string())
@@ -613,6 +687,23 @@ impl Session<'_> {
                         count,
                         values,
                     }),
+                    // Valgrind runs the program on its own simulated CPU and signal delivery,
+                    // which cannot grow a stack from a SIGSEGV handler: the MMU mechanisms'
+                    // instructions cannot be counted this way (a limit of the tool).
+                    Err(_)
+                        if count == Count::Instructions
+                            && matches!(&v.tool, Toolchain::Cmm { mech, .. } if mech.starts_with("mmu")) =>
+                    {
+                        self.note(
+                            e,
+                            v,
+                            Some(point.x),
+                            NoteKind::NotApplicable,
+                            "instruction count: valgrind cannot run a program that grows its stack \
+                             from SIGSEGV (the MMU mechanisms)"
+                                .to_string(),
+                        )
+                    }
                     Err(why) => self.note(
                         e,
                         v,
@@ -640,7 +731,7 @@ impl Session<'_> {
                     v.label()
                 ));
                 let outcome = self.runner.run(&self.invocation(e, v, exe, args));
-                self.progress.done += 1;
+                self.progress.advance(1);
                 self.records.push(Record {
                     experiment: e.name,
                     x: point.x,
@@ -707,10 +798,40 @@ fn count_instructions(exe: &Path, args: &[String], target: Target) -> Result<u64
         .ok_or_else(|| "valgrind printed no instruction count".to_string())
 }
 
-/// System calls of one run, all threads (`strace -f -c`), or `None`.
-fn count_syscalls(exe: &Path, args: &[String]) -> Option<u64> {
+/// System calls of one run, all threads (`strace -f -c`), or `None`. The program gets the
+/// main-thread stack it gets when measured (a deep recursion needs `ulimit -s unlimited`).
+fn count_syscalls(exe: &Path, args: &[String], main_stack: MainStack) -> Option<u64> {
+    use std::os::unix::process::CommandExt as _;
     let table = std::env::temp_dir().join(format!("experiments-strace-{}", std::process::id()));
-    let ok = std::process::Command::new("strace")
+    let limit = match main_stack {
+        MainStack::Unlimited => libc::RLIM_INFINITY,
+        MainStack::KiB(kib) => kib.saturating_mul(1024) as libc::rlim_t,
+    };
+    let mut cmd = std::process::Command::new("strace");
+    // SAFETY: between fork and exec the closure only calls getrlimit and setrlimit, system
+    // calls that are async-signal-safe, on a local struct; strace and the traced program
+    // inherit the soft limit (raised at most to the hard one, as runrss does).
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut rl = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::getrlimit(libc::RLIMIT_STACK, &mut rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            rl.rlim_cur = if rl.rlim_max == libc::RLIM_INFINITY {
+                limit
+            } else {
+                limit.min(rl.rlim_max)
+            };
+            if libc::setrlimit(libc::RLIMIT_STACK, &rl) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let ok = cmd
         .args(["-f", "-qq", "-c", "-o"])
         .arg(&table)
         .arg(exe)
@@ -779,14 +900,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
         options,
         runner,
         builder,
-        progress: Progress {
-            enabled: options.progress,
-            tty: std::io::stderr().is_terminal(),
-            start,
-            total,
-            done: 0,
-            last_line: None,
-        },
+        progress: Progress::new(options.progress, total, start),
         records: Vec::new(),
         notes: Vec::new(),
         counts: Vec::new(),
@@ -797,6 +911,22 @@ pub fn run(options: &Options) -> Result<Results, String> {
         scratch,
     };
     for e in &experiments {
+        if e.mechanisms == Mechanisms::Chunked {
+            for &target in &options.targets {
+                for mech in &mechanisms {
+                    let v = Variant {
+                        target,
+                        tool: Toolchain::Cmm {
+                            mech: mech.clone(),
+                            green: false,
+                        },
+                    };
+                    if let Some(why) = not_applicable_to_chunked(&v) {
+                        session.note(e, &v, None, NoteKind::NotApplicable, why.to_string());
+                    }
+                }
+            }
+        }
         let variants = variants_of(e, &mechanisms, &options.targets);
         let mut built = Vec::new();
         for v in &variants {
@@ -807,8 +937,9 @@ pub fn run(options: &Options) -> Result<Results, String> {
                 Ok(exe) => built.push((v.clone(), exe)),
                 Err(reason) => {
                     session.note(e, v, None, NoteKind::NotAvailable, reason);
-                    session.progress.done +=
-                        e.points.iter().filter(|p| runs_at(v, p)).count() * (options.runs + 1);
+                    session.progress.advance(
+                        e.points.iter().filter(|p| runs_at(v, p)).count() * (options.runs + 1),
+                    );
                 }
             }
         }
@@ -851,5 +982,41 @@ mod tests {
         assert_eq!(rounds_within(budget, 10, 91.0), MIN_ROUNDS);
         assert_eq!(rounds_within(budget, 2, 91.0), 2);
         assert_eq!(rounds_within(budget, 10, 0.0), 10);
+    }
+
+    #[test]
+    fn running_out_of_memory_mappings_or_threads_is_a_limit_not_a_failure() {
+        // Messages of the committed full run (docs/experiments/2026-11-24-full/report.md).
+        for limit in [
+            "exit status 1 sthread_create: cannot map a stack of 65536 bytes for green thread \
+             32745: ENOMEM: Out of memory",
+            "exit status 70 stackrt: thread 18009 (tid 23005): out of memory for stack chunks: \
+             18956517376 bytes used by all threads",
+            "exit status 1 sthread_create: cannot create thread 32450: Resource temporarily \
+             unavailable",
+        ] {
+            assert!(out_of_resources(limit), "{limit}");
+        }
+        assert!(!out_of_resources("killed by signal 11 (SIGSEGV)"));
+        assert!(!out_of_resources(
+            "prints something else than x86_64 traditional"
+        ));
+    }
+
+    #[test]
+    fn the_hot_split_does_not_apply_to_fixed_stacks_or_heap_frames() {
+        let cmm = |mech: &str| Variant {
+            target: Target::X86_64,
+            tool: Toolchain::Cmm {
+                mech: mech.into(),
+                green: false,
+            },
+        };
+        for mech in ["traditional", "callee-cleanup", "heap", "heap-malloc"] {
+            assert!(not_applicable_to_chunked(&cmm(mech)).is_some(), "{mech}");
+        }
+        for mech in ["lookahead", "mmu", "mmu-reuse"] {
+            assert!(not_applicable_to_chunked(&cmm(mech)).is_none(), "{mech}");
+        }
     }
 }

@@ -4,7 +4,7 @@
 //! the thesis and the paper ([`experiments`]) with every mechanism the compiler accepts and the
 //! peers ([`build`]), measured in interleaved rounds ([`harness`], [`run`]) and written as
 //! `results.csv`, `report.md` with a findings table ([`report`], [`findings`]) and SVG plots
-//! ([`plot`]).
+//! ([`plot`]), all computed from the measurements aggregated per cell ([`table`]).
 
 pub mod build;
 pub mod experiments;
@@ -15,6 +15,7 @@ pub mod plot;
 pub mod report;
 pub mod run;
 pub mod stats;
+pub mod table;
 
 use std::path::Path;
 

@@ -1,109 +1,15 @@
-//! Writes what the harness measured: `results.csv` (one row per run), `report.md` (machine,
-//! reductions, availability, tables, plots, findings table) and the SVG plots.
+//! Writes what the harness measured: `results.csv` (one row per run) and `report.md` (a summary
+//! with the findings table, then per experiment its plots and full tables, then the method).
 
 use crate::build::Target;
 use crate::experiments::{Experiment, Shape, Size};
 use crate::findings;
-use crate::harness::{format_duration, NoteKind, Record, Results};
-use crate::stats::{paired_ratio, summarize, Summary};
+use crate::harness::{format_duration, NoteKind, Results};
+use crate::plot::Plot;
+use crate::table::{aggregate, cell, ratio_to, variants, xs, Table};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
-
-/// Aggregated runs of one (experiment, target, variant, x).
-#[derive(Debug, Clone)]
-pub struct Cell {
-    pub time: Summary,
-    pub rss_kib: Summary,
-    /// Minor page faults (`ru_minflt`).
-    pub faults: Summary,
-    /// Kernel-mode CPU seconds (`ru_stime`).
-    pub system_seconds: Summary,
-    /// Seconds of each measured round, by round number (for paired ratios).
-    pub by_round: BTreeMap<usize, f64>,
-    /// Median of each runtime statistic over the measured rounds.
-    pub stats: BTreeMap<String, f64>,
-}
-
-/// (experiment, target, variant label, x bits) -> cell.
-pub type Table = BTreeMap<(String, Target, String, u64), Cell>;
-
-/// Aggregates the measured rounds (round 0, the verification run, is left out).
-pub fn aggregate(records: &[Record]) -> Table {
-    let mut groups: BTreeMap<(String, Target, String, u64), Vec<&Record>> = BTreeMap::new();
-    for r in records {
-        if r.round > 0 && r.outcome.ending.ok() {
-            groups
-                .entry((
-                    r.experiment.to_string(),
-                    r.target,
-                    r.variant.clone(),
-                    r.x.to_bits(),
-                ))
-                .or_default()
-                .push(r);
-        }
-    }
-    groups
-        .into_iter()
-        .filter_map(|(key, runs)| {
-            let times: Vec<f64> = runs.iter().map(|r| r.outcome.seconds).collect();
-            let rss: Vec<f64> = runs.iter().map(|r| r.outcome.maxrss_kib as f64).collect();
-            let faults: Vec<f64> = runs.iter().map(|r| r.outcome.minor_faults as f64).collect();
-            let system: Vec<f64> = runs.iter().map(|r| r.outcome.system_seconds).collect();
-            let mut stat_values: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-            for r in &runs {
-                for (name, value) in &r.outcome.stats {
-                    stat_values
-                        .entry(name.clone())
-                        .or_default()
-                        .push(*value as f64);
-                }
-            }
-            let stats = stat_values
-                .into_iter()
-                .filter_map(|(k, v)| Some((k, summarize(&v)?.median)))
-                .collect();
-            Some((
-                key,
-                Cell {
-                    time: summarize(&times)?,
-                    rss_kib: summarize(&rss)?,
-                    faults: summarize(&faults)?,
-                    system_seconds: summarize(&system)?,
-                    by_round: runs.iter().map(|r| (r.round, r.outcome.seconds)).collect(),
-                    stats,
-                },
-            ))
-        })
-        .collect()
-}
-
-/// Looks a cell up.
-pub fn cell<'t>(table: &'t Table, e: &str, t: Target, variant: &str, x: f64) -> Option<&'t Cell> {
-    table.get(&(e.to_string(), t, variant.to_string(), x.to_bits()))
-}
-
-/// The x values measured for an experiment (any target and variant), ascending.
-pub fn xs(table: &Table, e: &str) -> Vec<f64> {
-    let set: BTreeSet<u64> = table
-        .keys()
-        .filter(|(name, ..)| name == e)
-        .map(|(.., x)| *x)
-        .collect();
-    set.into_iter().map(f64::from_bits).collect()
-}
-
-/// Variant labels measured for an experiment and target, in the order they first ran.
-pub fn variants(results: &Results, e: &str, t: Target) -> Vec<String> {
-    let mut seen = Vec::new();
-    for r in &results.records {
-        if r.experiment == e && r.target == t && !seen.contains(&r.variant) {
-            seen.push(r.variant.clone());
-        }
-    }
-    seen
-}
 
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
@@ -177,17 +83,55 @@ fn x_text(x: f64) -> String {
     }
 }
 
-/// The reference variant of ratios: `traditional` of the same target.
-const REFERENCE: &str = "traditional";
+/// A run shorter than this measures start-up as much as the work: its per-unit figure is
+/// marked indicative.
+const SHORTEST_MEANINGFUL_RUN: f64 = 0.050;
+
+/// The "did not run" notes of an experiment, one line per variant and kind (the targets and
+/// points it concerns listed once, with the first message).
+fn notes_section(out: &mut String, results: &Results, e: &Experiment) {
+    let mut groups: BTreeMap<(NoteKind, String), (Vec<String>, String)> = BTreeMap::new();
+    for n in results.notes.iter().filter(|n| n.experiment == e.name) {
+        let at = n.x.map_or(String::new(), |x| format!(" at {}", x_text(x)));
+        let entry = groups
+            .entry((n.kind, n.variant.clone()))
+            .or_insert_with(|| (Vec::new(), n.text.clone()));
+        let place = format!("{}{at}", n.target);
+        if !entry.0.contains(&place) {
+            entry.0.push(place);
+        }
+    }
+    if groups.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nNot measured:\n");
+    for ((kind, variant), (places, text)) in groups {
+        let mut text = text.replace('\n', " ");
+        if text.chars().count() > 240 {
+            text = text.chars().take(240).collect::<String>() + "...";
+        }
+        let _ = writeln!(
+            out,
+            "- {variant} ({}): **{}**: {text}",
+            places.join(", "),
+            kind.describe()
+        );
+    }
+}
 
 fn experiment_section(
     out: &mut String,
     results: &Results,
     table: &Table,
     e: &Experiment,
-    plots: &[String],
+    plots: &[Plot],
 ) {
     let _ = writeln!(out, "\n### {} (`{}`)\n", e.title, e.name);
+    let mut plots = plots.to_vec();
+    plots.sort_by_key(|p| p.kind);
+    for plot in &plots {
+        let _ = writeln!(out, "![{}]({})\n", plot.file, plot.file);
+    }
     let _ = writeln!(out, "Re-draws: {}. Program: `{}`.", e.figures, {
         let path = e.sources.cm.display().to_string();
         path.rsplit_once("/tests/")
@@ -204,50 +148,35 @@ fn experiment_section(
             let _ = writeln!(out, "- {r}");
         }
     }
-    for plot in plots {
-        let _ = writeln!(out, "\n![{plot}]({plot})");
-    }
-    let notes: Vec<_> = results
-        .notes
-        .iter()
-        .filter(|n| n.experiment == e.name)
-        .collect();
-    if !notes.is_empty() {
-        let _ = writeln!(out, "\nDid not run:\n");
-        for n in notes {
-            let kind = match n.kind {
-                NoteKind::NotAvailable => "not available",
-                NoteKind::FixedStackCannot => "a fixed stack could not do it",
-                NoteKind::Failed => "failed",
-            };
-            let at =
-                n.x.map_or("all points".to_string(), |x| format!("x = {}", x_text(x)));
-            let _ = writeln!(
-                out,
-                "- {} {} ({at}): **{kind}**: {}",
-                n.target, n.variant, n.text
-            );
-        }
+    notes_section(out, results, e);
+    if e.name == "call_depth" {
+        crate::findings::write_call_depth_explanation(out, results, table);
     }
     counts_section(out, results, e);
+    let baseline = e.baseline;
     for &target in &Target::ALL {
         let names = variants(results, e.name, target);
         if names.is_empty() {
             continue;
         }
         let per_unit = matches!(e.shape, Shape::PerUnit | Shape::HotSplit);
-        let _ =
-            writeln!(
+        let _ = writeln!(
             out,
-            "\n{target}: time in ms over {} interleaved rounds (n=K after the mean: only K, see Method): mean ± 95% CI, median, minimum; \
-             peak RSS (largest ru_maxrss); page faults (median ru_minflt); ratio = paired median of time / {REFERENCE}'s in the \
-             same round{}.\n",
+            "\n{target}: time in ms over {} interleaved rounds (n=K after the mean: only K, see \
+             Method): mean ± 95% CI, median, minimum; peak RSS (largest ru_maxrss); page faults \
+             (median ru_minflt); time / {baseline}: geometric mean of the ratios of runs in the \
+             same round, with its 95% CI{}.\n",
             results.runs,
-            if per_unit { "; ns per unit of work from the median" } else { "" }
+            if per_unit {
+                "; ns per unit of work from the median (* indicative: runs under 50 ms measure \
+                 start-up as much as the work)"
+            } else {
+                ""
+            }
         );
         let _ = writeln!(
             out,
-            "| {} | variant | mean ± CI | median | min | peak RSS MiB | page faults | ratio | overflows |{}",
+            "| {} | variant | mean ± CI | median | min | peak RSS MiB | page faults | time / {baseline} | overflows |{}",
             e.x_label,
             if per_unit { " ns/unit |" } else { "" }
         );
@@ -257,21 +186,18 @@ fn experiment_section(
             if per_unit { "---:|" } else { "" }
         );
         for x in xs(table, e.name) {
-            let reference = cell(table, e.name, target, REFERENCE, x);
             for name in &names {
                 let Some(c) = cell(table, e.name, target, name, x) else {
                     continue;
                 };
-                let ratio = reference
-                    .and_then(|r| {
-                        let (a, b): (Vec<f64>, Vec<f64>) = c
-                            .by_round
-                            .iter()
-                            .filter_map(|(round, t)| Some((*t, *r.by_round.get(round)?)))
-                            .unzip();
-                        paired_ratio(&a, &b)
-                    })
-                    .map_or("-".into(), |r| format!("{r:.3}"));
+                let ratio =
+                    ratio_to(table, e.name, target, name, baseline, x).map_or("-".into(), |r| {
+                        if r.pairs > 1 {
+                            format!("{:.3} ({:.3}-{:.3})", r.ratio, r.low, r.high)
+                        } else {
+                            format!("{:.3}", r.ratio)
+                        }
+                    });
                 let overflows = c
                     .stats
                     .get("overflows")
@@ -299,13 +225,22 @@ fn experiment_section(
                         .find(|p| p.x == x)
                         .and_then(|p| p.work)
                         .unwrap_or(f64::NAN);
-                    let _ = write!(out, " {:.2} |", c.time.median / work * 1e9);
+                    let _ = write!(
+                        out,
+                        " {:.2}{} |",
+                        c.time.median / work * 1e9,
+                        if c.time.median < SHORTEST_MEANINGFUL_RUN {
+                            "*"
+                        } else {
+                            ""
+                        }
+                    );
                 }
                 out.push('\n');
             }
         }
         if e.shape == Shape::HotSplit {
-            let _ = writeln!(out, "\nCost of one overflow-underflow pair ({target}), from the medians: (split - base) / pairs\n");
+            let _ = writeln!(out, "\nCost of one overflow-underflow pair ({target}), from the medians: (split - base) / pairs (* indicative: the split run is under 50 ms)\n");
             let _ = writeln!(out, "| mechanism | ns per pair |\n|---|---:|");
             for name in &names {
                 if let (Some(base), Some(split)) = (
@@ -315,8 +250,13 @@ fn experiment_section(
                     let pairs = e.points[0].work.unwrap_or(f64::NAN);
                     let _ = writeln!(
                         out,
-                        "| {name} | {:.1} |",
-                        (split.time.median - base.time.median) / pairs * 1e9
+                        "| {name} | {:.1}{} |",
+                        (split.time.median - base.time.median) / pairs * 1e9,
+                        if split.time.median < SHORTEST_MEANINGFUL_RUN {
+                            "*"
+                        } else {
+                            ""
+                        }
                     );
                 }
             }
@@ -389,11 +329,13 @@ fn counts_section(out: &mut String, results: &Results, e: &Experiment) {
     }
 }
 
-/// `report.md`, with the plots already written under `plots`.
+/// `report.md`, with the plots already written under `plots`: a summary (machine, command,
+/// the findings with the plot that shows each), then one section per experiment (plots, then
+/// the full tables), then the method.
 pub fn write_markdown(
     results: &Results,
     path: &Path,
-    plots: &BTreeMap<String, Vec<String>>,
+    plots: &BTreeMap<String, Vec<Plot>>,
     command: &str,
 ) -> std::io::Result<()> {
     let table = aggregate(&results.records);
@@ -405,36 +347,75 @@ pub fn write_markdown(
     );
     let _ = writeln!(
         out,
-        "Command: `{command}` ({} run, {} measured rounds per executable after one verification run; took {}).\n",
+        "**Run:** `{command}`: {} run, {} measured rounds per executable after one verification \
+         run; took {}; written {} UTC.\n",
         match results.size {
             Size::Full => "full",
-            Size::Quick => "quick",
+            Size::Quick => "quick (reduced sizes; verdicts and per-unit figures indicative)",
             Size::Tiny => "tiny (smoke test)",
         },
         results.runs,
-        format_duration(results.elapsed.as_secs_f64())
+        format_duration(results.elapsed.as_secs_f64()),
+        crate::machine::utc_stamp()
     );
-    let _ = writeln!(out, "Written {} UTC.\n", crate::machine::utc_stamp());
-    let _ = writeln!(out, "## Machine\n");
     let _ = writeln!(
         out,
-        "- CPU: {} ({} online CPUs)",
-        m.cpu_model, m.online_cpus
-    );
-    let _ = writeln!(out, "- Memory: {:.1} GiB", m.memory_gib);
-    let _ = writeln!(out, "- Kernel: Linux {}", m.kernel);
-    let _ = writeln!(out, "- gcc: {}", m.gcc);
-    let _ = writeln!(
-        out,
-        "- go: {}",
+        "**Machine:** {} ({} online CPUs), {:.1} GiB, Linux {}; {}; {}. Mechanisms the compiler \
+         accepts: {}.\n",
+        m.cpu_model,
+        m.online_cpus,
+        m.memory_gib,
+        m.kernel,
+        m.gcc,
         m.go.clone()
-            .unwrap_or_else(|| "not installed (Go peers not available)".into())
-    );
-    let _ = writeln!(
-        out,
-        "- Mechanisms the compiler accepts: {}",
+            .unwrap_or_else(|| "go not installed (Go peers not available)".into()),
         results.mechanisms.join(", ")
     );
+    let _ = writeln!(
+        out,
+        "Contents: [Findings](#findings) · [Experiments](#experiments) ({}) · [Method](#method)",
+        results
+            .experiments
+            .iter()
+            .map(|e| format!("`{}`", e.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(out, "\n## Findings\n");
+    let by_stem: BTreeMap<String, String> = plots
+        .values()
+        .flatten()
+        .map(|p| {
+            let stem = p
+                .file
+                .trim_start_matches("plots/")
+                .trim_end_matches(".svg")
+                .to_string();
+            (stem, p.file.clone())
+        })
+        .collect();
+    findings::write_table(&mut out, results, &table, &by_stem);
+    let _ = writeln!(out, "\n## Experiments");
+    for e in &results.experiments {
+        let plot_files = plots.get(e.name).cloned().unwrap_or_default();
+        experiment_section(&mut out, results, &table, e, &plot_files);
+    }
+    method_section(&mut out, results, &table);
+    if !results.stacks.is_empty() {
+        let _ = writeln!(out, "\n## Thread stack sizes given\n");
+        let _ = writeln!(out, "| run | stack-size argument (bytes) |\n|---|---:|");
+        let mut seen = BTreeSet::new();
+        for (what, bytes) in &results.stacks {
+            if seen.insert(what.clone()) {
+                let _ = writeln!(out, "| {what} | {bytes} |");
+            }
+        }
+    }
+    std::fs::write(path, out)
+}
+
+/// How the measurements were made.
+fn method_section(out: &mut String, results: &Results, table: &Table) {
     let _ = writeln!(out, "\n## Method\n");
     let _ = writeln!(
         out,
@@ -451,14 +432,19 @@ pub fn write_markdown(
          the executables whose stacks grow get {} KiB (they ignore it or outgrow it). A fixed-stack \
          point whose stacks together would exceed the address space (i686: 3 GiB) or 3/4 of the \
          physical memory (all threads may be deep at once) is not run and is listed as something \
-         a fixed stack could not do. Single-threaded programs run under `ulimit -s unlimited`, \
+         a fixed stack could not do; a run that ends for want of memory, kernel memory mappings \
+         or threads is listed as exceeding this machine's limits; a mechanism an experiment \
+         does not apply to (the hot split of a fixed stack) as not applicable. \
+         Single-threaded programs run under `ulimit -s unlimited`, \
          threaded ones with a 256 MiB main-thread stack (the tree's main thread frees the \
          branch recursively). gcc peers compile the C-- sources as C with the corpus oracle's \
          flags (tests/oracle/bless.sh), i686 with `-msse2 -mfpmath=sse`, linked with the C build \
          of the thread library (tests/oracle/sthread.c); `gcc -O2 -fno-sibling` is `-O2 \
          -fno-optimize-sibling-calls` (plain -O2 turns the recursions into loops), \
          `gcc -fsplit-stack` is that plus `-fsplit-stack`. Go peers (crates/bench/programs/go) \
-         use goroutines on Go's growable stacks; they are compared on the `Data:` line only.",
+         use goroutines on Go's growable stacks; they are compared on the `Data:` line only. \
+         Plots: mean and 95% confidence interval (Student's t); ratios are geometric means of \
+         the ratios of runs made in the same round, with a t interval on their logarithms.",
         256
     );
     if let Some(budget) = results.round_budget {
@@ -479,22 +465,4 @@ pub fn write_markdown(
             crate::harness::MIN_ROUNDS.min(results.runs),
         );
     }
-    let _ = writeln!(out, "\n## Findings\n");
-    findings::write_table(&mut out, results, &table);
-    let _ = writeln!(out, "\n## Experiments");
-    for e in &results.experiments {
-        let plot_files = plots.get(e.name).cloned().unwrap_or_default();
-        experiment_section(&mut out, results, &table, e, &plot_files);
-    }
-    if !results.stacks.is_empty() {
-        let _ = writeln!(out, "\n## Thread stack sizes given\n");
-        let _ = writeln!(out, "| run | stack-size argument (bytes) |\n|---|---:|");
-        let mut seen = BTreeSet::new();
-        for (what, bytes) in &results.stacks {
-            if seen.insert(what.clone()) {
-                let _ = writeln!(out, "| {what} | {bytes} |");
-            }
-        }
-    }
-    std::fs::write(path, out)
 }

@@ -67,6 +67,36 @@ pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<f64> {
     summarize(&ratios).map(|s| s.median)
 }
 
+/// A ratio with its 95% confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RatioCi {
+    /// Geometric mean of the paired ratios.
+    pub ratio: f64,
+    pub low: f64,
+    pub high: f64,
+    /// Pairs it was computed from.
+    pub pairs: usize,
+}
+
+/// The geometric mean of the paired ratios `a[i] / b[i]` with a 95% confidence interval:
+/// Student's t on the logarithms, so the interval is symmetric on a log axis and never below
+/// zero. `None` without a pair (or with a non-positive value); with one pair the interval is
+/// the point.
+pub fn ratio_ci(a: &[f64], b: &[f64]) -> Option<RatioCi> {
+    let logs: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x > &0.0 && y > &0.0).then(|| (x / y).ln()))
+        .collect::<Option<_>>()?;
+    let s = summarize(&logs)?;
+    Some(RatioCi {
+        ratio: s.mean.exp(),
+        low: (s.mean - s.ci95).exp(),
+        high: (s.mean + s.ci95).exp(),
+        pairs: s.count,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,5 +119,22 @@ mod tests {
         let fast = [1.0, 2.0, 1.0];
         let slow = [2.0, 4.0, 2.0];
         assert_eq!(paired_ratio(&slow, &fast), Some(2.0));
+    }
+
+    #[test]
+    fn ratio_ci_is_the_geometric_mean_with_a_t_interval_on_logs() {
+        // Ratios 2 and 8: geometric mean 4; logs ln 2 and ln 8 = 3 ln 2, mean 2 ln 2, sd of two
+        // values sqrt(2) ln 2, se ln 2, t(1) = 12.706: interval 4 * 2^(-/+12.706).
+        let r = ratio_ci(&[2.0, 8.0], &[1.0, 1.0]).unwrap();
+        assert!((r.ratio - 4.0).abs() < 1e-12);
+        assert!((r.low - 4.0 * 2f64.powf(-12.706)).abs() < 1e-9);
+        assert!((r.high / (4.0 * 2f64.powf(12.706)) - 1.0).abs() < 1e-9);
+        assert_eq!(r.pairs, 2);
+        let one = ratio_ci(&[3.0], &[2.0]).unwrap();
+        for v in [one.ratio, one.low, one.high] {
+            assert!((v - 1.5).abs() < 1e-12, "{one:?}");
+        }
+        assert!(ratio_ci(&[1.0], &[0.0]).is_none());
+        assert!(ratio_ci(&[], &[]).is_none());
     }
 }

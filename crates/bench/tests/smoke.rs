@@ -1,5 +1,7 @@
-//! CI smoke test of the experiment harness: two tiny experiments on x86-64 (seconds), checked
-//! for a report with the findings table, one CSV row per run and plots, so the harness cannot rot.
+//! CI smoke test of the experiment harness: tiny experiments on x86-64 (seconds), checked for a
+//! report with the summary, the findings table, one CSV row per run and plots that render (every
+//! SVG is rasterized with resvg, so a plot that does not draw fails here), so the harness cannot
+//! rot.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,12 +17,57 @@ fn compiler() -> PathBuf {
         .expect("no cmm binary: build it first (cargo build, or run cargo test --workspace)")
 }
 
+/// Rasterizes one SVG file to PNG, or says why it cannot.
+fn render(svg: &Path, png: &Path) -> Result<(u32, u32), String> {
+    let data = std::fs::read(svg).map_err(|e| e.to_string())?;
+    let mut options = resvg::usvg::Options::default();
+    let fonts = options.fontdb_mut();
+    fonts.load_system_fonts();
+    // The plots ask for "sans-serif", which fontdb maps to Arial unless told otherwise: use a
+    // font this machine has (with none, the text is not drawn, but the plot still renders).
+    let family = ["DejaVu Sans", "Liberation Sans", "Arial", "Noto Sans"]
+        .into_iter()
+        .find(|name| {
+            fonts
+                .faces()
+                .any(|f| f.families.iter().any(|(n, _)| n == name))
+        })
+        .map(str::to_string)
+        .or_else(|| Some(fonts.faces().next()?.families.first()?.0.clone()));
+    if let Some(family) = family {
+        fonts.set_sans_serif_family(family);
+    }
+    let tree = resvg::usvg::Tree::from_data(&data, &options).map_err(|e| e.to_string())?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = resvg::tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| format!("empty image {}x{}", size.width(), size.height()))?;
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    // A plot is mostly white with lines: an image of one colour drew nothing.
+    let first = &pixmap.data()[..4];
+    if pixmap.data().chunks(4).all(|px| px == first) {
+        return Err("the image is blank".into());
+    }
+    pixmap.save_png(png).map_err(|e| e.to_string())?;
+    Ok((size.width(), size.height()))
+}
+
 #[test]
-fn tiny_experiments_produce_a_report() {
+fn tiny_experiments_produce_a_report_with_plots_that_render() {
     let out = tempfile::tempdir().expect("temporary directory");
     let status = Command::new(env!("CARGO_BIN_EXE_experiments"))
-        .args(["--tiny", "--only", "summation_single", "summation_cores"])
-        .args(["--runs", "1", "--target", "x86_64", "--quiet", "--cmm"])
+        .args([
+            "--tiny",
+            "--only",
+            "summation_single",
+            "summation_cores",
+            "hot_split",
+            "green_yield",
+        ])
+        .args(["--runs", "2", "--target", "x86_64", "--quiet", "--cmm"])
         .arg(compiler())
         .arg("--out")
         .arg(out.path())
@@ -29,19 +76,35 @@ fn tiny_experiments_produce_a_report() {
     assert!(status.success(), "harness failed: {status}");
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     for needle in [
-        "## Machine",
+        "**Machine:**",
         "## Findings",
         "| traditional |",
         "Summation multi-threaded",
+        "## Method",
+        // The hot split of a fixed stack is not applicable, said once, not a failure.
+        "- traditional (x86_64): **not applicable**",
+        "](plots/summation_single-ratio.svg) |",
     ] {
         assert!(
             report.contains(needle),
             "report.md lacks {needle:?}:\n{report}"
         );
     }
+    // The summary comes before the experiments, and each experiment's plots before its tables.
+    let findings = report.find("## Findings").unwrap();
+    let experiments = report.find("## Experiments").unwrap();
+    assert!(findings < experiments);
+    let section = &report[report.find("(`summation_cores`)").unwrap()..];
+    assert!(section.find("![").unwrap() < section.find("| threads | variant |").unwrap());
+    assert!(!report.contains("**failed**"), "{report}");
+    // Nothing a reader meets names an issue of the project's tracker.
+    for word in ["issue", "#1", "#2"] {
+        assert!(!report.contains(word), "report.md mentions {word:?}");
+    }
+
     let csv = std::fs::read_to_string(out.path().join("results.csv")).expect("results.csv");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
-    // Each point: a verification run and one measured round per executable.
+    // Each point: a verification run and two measured rounds per executable.
     assert!(
         rows.iter()
             .filter(|r| r.contains(",traditional,1,"))
@@ -52,8 +115,55 @@ fn tiny_experiments_produce_a_report() {
     assert!(rows
         .iter()
         .any(|r| r.contains("lookahead") && r.ends_with(|c: char| c.is_ascii_digit())));
-    let plots = std::fs::read_dir(out.path().join("plots"))
-        .expect("plots directory")
-        .count();
-    assert!(plots >= 2, "only {plots} plots");
+
+    let mut rendered = Vec::new();
+    for entry in std::fs::read_dir(out.path().join("plots")).expect("plots directory") {
+        let svg = entry.unwrap().path();
+        // The words a reader sees (colours are "#rrggbb" attributes, not words).
+        let shown: String = std::fs::read_to_string(&svg)
+            .unwrap()
+            .split("</text>")
+            .filter_map(|part| part.rsplit_once('>').map(|(_, words)| words.to_string()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for word in ["issue", "#1", "#2"] {
+            assert!(!shown.contains(word), "{} mentions {word:?}", svg.display());
+        }
+        let png = svg.with_extension("png");
+        match render(&svg, &png) {
+            Ok(size) => rendered.push((svg.file_name().unwrap().to_owned(), size)),
+            Err(e) => panic!("{} does not render: {e}", svg.display()),
+        }
+    }
+    rendered.sort();
+    let names: Vec<String> = rendered
+        .iter()
+        .map(|(n, _)| n.to_string_lossy().into_owned())
+        .collect();
+    // Time, ratio and (threads, a deep recursion) memory per experiment; the hot split and the
+    // one-point yield experiment as dot charts.
+    for want in [
+        "summation_single-time.svg",
+        "summation_single-ratio.svg",
+        "summation_single-memory.svg",
+        "summation_cores-time.svg",
+        "summation_cores-ratio.svg",
+        "summation_cores-memory.svg",
+        "hot_split-time.svg",
+        "hot_split-ratio.svg",
+        "green_yield-time.svg",
+        "green_yield-ratio.svg",
+    ] {
+        assert!(names.iter().any(|n| n == want), "no {want} in {names:?}");
+    }
+    // Plots that keep their PNGs for a look: BENCH_KEEP_PLOTS=DIR.
+    if let Some(keep) = std::env::var_os("BENCH_KEEP_PLOTS") {
+        let keep = PathBuf::from(keep);
+        std::fs::create_dir_all(&keep).unwrap();
+        for entry in std::fs::read_dir(out.path().join("plots")).unwrap() {
+            let p = entry.unwrap().path();
+            std::fs::copy(&p, keep.join(p.file_name().unwrap())).unwrap();
+        }
+        std::fs::copy(out.path().join("report.md"), keep.join("report.md")).unwrap();
+    }
 }

@@ -1,20 +1,24 @@
 // Go peer of tests/green/alive.cm: N goroutines (argument 1) each recurse DEPTH levels
-// (argument 2), check in under a mutex, call runtime.Gosched until all N have arrived, then
-// unwind; main checks every result against id + DEPTH.
+// (argument 2), check in under a mutex, wait at a barrier until all N have arrived, then unwind;
+// main checks every result against id + DEPTH.
+//
+// The barrier is a WaitGroup the goroutines arrive at and a channel main closes once it has
+// seen all N: waiting goroutines are parked, not spinning. (Spinning on runtime.Gosched until
+// all had arrived made every arrival rescan every spinner: quadratic in N.)
 package main
 
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 )
 
 var (
-	mu       sync.Mutex
-	arrived  int
-	nthreads int
+	mu      sync.Mutex
+	arrived int
+	arrival sync.WaitGroup
+	release = make(chan struct{})
 )
 
 func down(n, id int) int {
@@ -22,23 +26,15 @@ func down(n, id int) int {
 		mu.Lock()
 		arrived++
 		mu.Unlock()
-		for {
-			mu.Lock()
-			done := arrived >= nthreads
-			mu.Unlock()
-			if done {
-				break
-			}
-			runtime.Gosched()
-		}
+		arrival.Done()
+		<-release
 		return id
 	}
 	return down(n-1, id) + 1
 }
 
 func main() {
-	var err error
-	nthreads, err = strconv.Atoi(os.Args[1])
+	nthreads, err := strconv.Atoi(os.Args[1])
 	if err != nil {
 		panic(err)
 	}
@@ -47,15 +43,18 @@ func main() {
 		panic(err)
 	}
 	results := make([]int, nthreads)
-	var wg sync.WaitGroup
+	var done sync.WaitGroup
+	arrival.Add(nthreads)
 	for i := 0; i < nthreads; i++ {
-		wg.Add(1)
+		done.Add(1)
 		go func(i int) {
 			results[i] = down(depth, i)
-			wg.Done()
+			done.Done()
 		}(i)
 	}
-	wg.Wait()
+	arrival.Wait()
+	close(release)
+	done.Wait()
 	wrong := 0
 	for i, r := range results {
 		if r != i+depth {
