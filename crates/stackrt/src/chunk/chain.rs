@@ -92,14 +92,13 @@
 use core::cell::Cell;
 use core::ptr::{self, NonNull};
 
-use super::config::NUM_CLASSES;
 #[cfg(doc)]
 use super::config::{RuntimeConfig, DEFAULT_RECLAIM_BYTES};
+use super::config::{FOREIGN_HANDLER_ROOM, NUM_CLASSES};
 use super::error::ChunkError;
 use super::header::{chunk_capacity, ChunkHeader, CHECK_SLACK, HEADER_SIZE, UNLINKED};
 use super::pool::FreeList;
 use super::runtime::Runtime;
-use super::state::FOREIGN_HANDLER_ROOM;
 
 /// One thread's chain of chunks and private caches.
 pub struct ThreadChain {

@@ -181,3 +181,10 @@ impl RuntimeConfig {
             .unwrap_or(0)
     }
 }
+
+/// Bytes between the thread stack `T` and a foreign first chunk's header
+/// (`ThreadChain::offer_first_chunk`): the handlers' and the runtime's frames grow down from
+/// `T` into this room while the thread runs on chunks. 8 KiB holds the fatal-error path (its
+/// 2 KiB report buffer and formatting) with a wide margin; pages of it that are never reached
+/// are never touched.
+pub const FOREIGN_HANDLER_ROOM: usize = 8 * 1024;

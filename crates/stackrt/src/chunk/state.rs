@@ -51,13 +51,6 @@ impl Default for ChainState {
     }
 }
 
-/// Bytes between the thread stack `T` and a foreign first chunk's header
-/// ([`ThreadChain::offer_first_chunk`]): the handlers' and the runtime's frames grow down from
-/// `T` into this room while the thread runs on chunks. 8 KiB holds the fatal-error path (its
-/// 2 KiB report buffer and formatting) with a wide margin; pages of it that are never reached
-/// are never touched.
-pub const FOREIGN_HANDLER_ROOM: usize = 8 * 1024;
-
 impl ThreadChain {
     /// Marks the OS thread as a green-thread worker (see the `worker` field).
     pub fn set_worker(&self) {
@@ -110,7 +103,7 @@ impl ThreadChain {
 
     /// Offers the memory from `low` up to the next [`ThreadChain::enter`]'s thread stack as its
     /// first chunk: a green thread's stack block, whose top holds the entry frames. The chunk's
-    /// header goes [`FOREIGN_HANDLER_ROOM`] below the thread stack `T`, its limit is `low`;
+    /// header goes [`super::config::FOREIGN_HANDLER_ROOM`] below the thread stack `T`, its limit is `low`;
     /// if the entry's need does not fit, the offer is ignored and a chunk of the runtime's is
     /// taken. The memory stays the caller's: the chain never caches or releases it.
     pub fn offer_first_chunk(&self, low: usize) {

@@ -19,14 +19,14 @@ pub const ENTRY_ROOM: usize = 1024;
 /// its first chunk's top (the u32 before the function, its longest path with the 8 KiB budget
 /// of a C call if it makes one), in whole pages. From the top: the entry frames
 /// ([`ENTRY_ROOM`]), the thread stack `T` of the chunk handlers,
-/// `crate::chunk::state::FOREIGN_HANDLER_ROOM` (8 KiB) for the handlers' frames, then the
+/// `crate::chunk::config::FOREIGN_HANDLER_ROOM` (8 KiB) for the handlers' frames, then the
 /// thread's first chunk: its header and `need` bytes of stack. Pages are touched only as they
 /// are used, so a thread's resident memory is the entry frames' page and the pages its stack
 /// reaches; a deeper thread links the runtime's standard chunks below the block, as any
 /// chunked thread does.
 pub fn block_size(need: usize) -> usize {
     let bytes = ENTRY_ROOM
-        + crate::chunk::state::FOREIGN_HANDLER_ROOM
+        + crate::chunk::config::FOREIGN_HANDLER_ROOM
         + crate::chunk::HEADER_SIZE
         + crate::chunk::CHECK_SLACK
         + 16

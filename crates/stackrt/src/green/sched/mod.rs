@@ -39,7 +39,7 @@ pub use stats::GreenStats;
 
 use core::cell::{Cell, UnsafeCell};
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{fence, AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::context::{self, Stack};
