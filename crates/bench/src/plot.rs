@@ -873,6 +873,114 @@ mod tests {
         assert_eq!(unknown.color, style("someone else").color);
     }
 
+    /// A figure of two panels whose x and y values span `x_span` and `y_span` times.
+    fn synthetic(x_span: f64, y_span: f64, dots: bool, reference: Option<f64>) -> Figure {
+        let series = |label: &str, scale: f64| Series {
+            label: label.to_string(),
+            values: [1.0, x_span]
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    let y = scale * if i == 0 { 1.0 } else { y_span };
+                    Value {
+                        x: if dots { 1.0 } else { x },
+                        y,
+                        low: y * 0.8,
+                        high: y * 1.25,
+                    }
+                })
+                .take(if dots { 1 } else { 2 })
+                .collect(),
+        };
+        Figure {
+            title: "A synthetic figure".into(),
+            subtitle: "Every combination of axes the experiments can produce.".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            log_x: true,
+            reference,
+            dots,
+            panels: Target::ALL
+                .iter()
+                .map(|&target| Panel {
+                    target,
+                    series: vec![
+                        series("traditional", 1.0),
+                        series("lookahead, green threads", 2.0),
+                        series("someone else", 3.0),
+                    ],
+                })
+                .collect(),
+        }
+    }
+
+    /// Rasterizes an SVG; false when it does not parse or draws nothing.
+    fn renders(svg: &Path) -> bool {
+        let Ok(data) = std::fs::read(svg) else {
+            return false;
+        };
+        let options = resvg::usvg::Options::default();
+        let Ok(tree) = resvg::usvg::Tree::from_data(&data, &options) else {
+            return false;
+        };
+        let size = tree.size().to_int_size();
+        let Some(mut pixmap) = resvg::tiny_skia::Pixmap::new(size.width(), size.height()) else {
+            return false;
+        };
+        resvg::render(
+            &tree,
+            resvg::tiny_skia::Transform::default(),
+            &mut pixmap.as_mut(),
+        );
+        let first = &pixmap.data()[..4];
+        pixmap.data().chunks(4).any(|px| px != first)
+    }
+
+    #[test]
+    fn every_kind_of_axis_draws_and_renders() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("linear", synthetic(4.0, 3.0, false, None)),
+            ("log-x", synthetic(1000.0, 3.0, false, None)),
+            ("log-y", synthetic(4.0, 50.0, false, None)),
+            ("log-both", synthetic(1000.0, 50.0, false, Some(1.0))),
+            ("ratio", synthetic(4.0, 0.5, false, Some(1.0))),
+            ("dots", synthetic(1.0, 1.0, true, Some(1.0))),
+            ("dots-log", {
+                let mut f = synthetic(1.0, 1.0, true, None);
+                f.panels[0].series[2].values[0].y = 500.0;
+                f
+            }),
+        ];
+        for (name, figure) in cases {
+            let path = dir.path().join(format!("{name}.svg"));
+            draw(&path, &figure).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(renders(&path), "{name} does not render");
+        }
+        let empty = Figure {
+            panels: Vec::new(),
+            ..synthetic(1.0, 1.0, false, None)
+        };
+        assert_eq!(
+            draw(&dir.path().join("empty.svg"), &empty),
+            Err("nothing to plot".to_string())
+        );
+    }
+
+    #[test]
+    fn value_axes_are_logarithmic_beyond_10x_and_keep_the_reference_line() {
+        let (lo, hi, log) = value_axis(&synthetic(4.0, 3.0, false, None));
+        assert!(
+            !log && lo == 0.0 && hi >= 3.0 * 3.0 * 1.25 - 1e-9,
+            "{lo} {hi}"
+        );
+        let (lo, hi, log) = value_axis(&synthetic(4.0, 50.0, false, None));
+        assert!(log && lo < 1.0 && hi > 150.0, "{lo} {hi}");
+        let (lo, hi, log) = value_axis(&synthetic(4.0, 0.5, false, Some(1.0)));
+        // Ratios 0.5 to 3 with the 1.0 line: all inside.
+        assert!(!log && lo <= 0.5 && hi >= 3.0, "{lo} {hi}");
+    }
+
     #[test]
     fn log_axes_label_only_one_two_and_five() {
         assert_eq!(axis_label(200.0, true), "200");
