@@ -4,7 +4,7 @@
 //! Embedding (instead of an absolute path into the build tree, or files installed beside the
 //! binary) keeps `cargo install` (from a path or a git URL) working after the build tree is
 //! gone: cargo installs one binary and nothing else. The cost is the binary's size (the archives
-//! include Rust's `std`, about 25 MB each).
+//! include Rust's `std`, 20-25 MB each).
 //!
 //! Where the archive goes: `$XDG_CACHE_HOME/cmm/<version>/` (an absolute `XDG_CACHE_HOME` only,
 //! as the XDG spec says), else `$HOME/.cache/cmm/<version>/`, else (or when those cannot be

@@ -226,6 +226,21 @@ fn number(v: f64) -> String {
     }
 }
 
+/// A tick label: on a log axis only 1, 2 and 5 times a power of ten get one (plotters puts a
+/// tick at every integer multiple, whose labels would overlap).
+fn axis_label(v: f64, log: bool) -> String {
+    if log && v > 0.0 {
+        let mantissa = v / 10f64.powf(v.log10().floor());
+        if ![1.0, 2.0, 5.0, 10.0]
+            .iter()
+            .any(|m| (mantissa - m).abs() < 1e-6 * m)
+        {
+            return String::new();
+        }
+    }
+    number(v)
+}
+
 /// Splits `text` into lines of at most `width` characters, at spaces.
 fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
@@ -300,7 +315,8 @@ fn value_axis(fig: &Figure) -> (f64, f64, bool) {
 
 /// Draws one panel of a line figure.
 macro_rules! line_panel {
-    ($area:expr, $fig:expr, $panel:expr, $x_range:expr, $y_range:expr, $x_ends:expr) => {{
+    ($area:expr, $fig:expr, $panel:expr, $x_range:expr, $y_range:expr, $x_ends:expr, $logs:expr) => {{
+        let (log_x, log_y): (bool, bool) = $logs;
         let mut chart = ChartBuilder::on($area)
             .caption($panel.target.name(), ("sans-serif", 16))
             .margin(10)
@@ -312,8 +328,8 @@ macro_rules! line_panel {
             .configure_mesh()
             .x_desc($fig.x_label.as_str())
             .y_desc($fig.y_label.as_str())
-            .x_label_formatter(&|v| number(*v))
-            .y_label_formatter(&|v| number(*v))
+            .x_label_formatter(&|v| axis_label(*v, log_x))
+            .y_label_formatter(&|v| axis_label(*v, log_y))
             .label_style(("sans-serif", 13))
             .axis_desc_style(("sans-serif", 14))
             .light_line_style(RGBColor(235, 235, 235))
@@ -358,7 +374,8 @@ macro_rules! line_panel {
 
 /// Draws one panel of a dot chart: one row per label of `rows` (top to bottom).
 macro_rules! dot_panel {
-    ($area:expr, $fig:expr, $panel:expr, $rows:expr, $v_range:expr, $v_ends:expr) => {{
+    ($area:expr, $fig:expr, $panel:expr, $rows:expr, $v_range:expr, $log_v:expr) => {{
+        let log_v: bool = $log_v;
         let rows: &[String] = $rows;
         let n = rows.len() as i32;
         let row_of = |label: &str| n - 1 - rows.iter().position(|r| r == label).unwrap_or(0) as i32;
@@ -372,7 +389,7 @@ macro_rules! dot_panel {
         chart
             .configure_mesh()
             .x_desc($fig.y_label.as_str())
-            .x_label_formatter(&|v| number(*v))
+            .x_label_formatter(&|v| axis_label(*v, log_v))
             .y_labels(rows.len() + 2)
             .y_label_formatter(&|i| {
                 usize::try_from(n - 1 - *i)
@@ -388,7 +405,6 @@ macro_rules! dot_panel {
             .draw()
             .map_err(err)?;
         if let Some(r) = $fig.reference {
-            let _ = $v_ends;
             chart
                 .draw_series(DashedLineSeries::new(
                     vec![(r, -1), (r, n)],
@@ -509,8 +525,8 @@ fn draw(path: &Path, fig: &Figure) -> Result<(), String> {
     if fig.dots {
         for (area, panel) in areas.iter().zip(&panels) {
             match log_v {
-                true => dot_panel!(area, fig, panel, &labels, (v_lo..v_hi).log_scale(), ()),
-                false => dot_panel!(area, fig, panel, &labels, v_lo..v_hi, ()),
+                true => dot_panel!(area, fig, panel, &labels, (v_lo..v_hi).log_scale(), true),
+                false => dot_panel!(area, fig, panel, &labels, v_lo..v_hi, false),
             }
         }
         return root.present().map_err(err);
@@ -543,7 +559,8 @@ fn draw(path: &Path, fig: &Figure) -> Result<(), String> {
                 panel,
                 (x_lo..x_hi).log_scale(),
                 (v_lo..v_hi).log_scale(),
-                (x_lo, x_hi)
+                (x_lo, x_hi),
+                (log_x, log_v)
             ),
             (true, false) => line_panel!(
                 area,
@@ -551,7 +568,8 @@ fn draw(path: &Path, fig: &Figure) -> Result<(), String> {
                 panel,
                 (x_lo..x_hi).log_scale(),
                 v_lo..v_hi,
-                (x_lo, x_hi)
+                (x_lo, x_hi),
+                (log_x, log_v)
             ),
             (false, true) => line_panel!(
                 area,
@@ -559,10 +577,19 @@ fn draw(path: &Path, fig: &Figure) -> Result<(), String> {
                 panel,
                 x_lo..x_hi,
                 (v_lo..v_hi).log_scale(),
-                (x_lo, x_hi)
+                (x_lo, x_hi),
+                (log_x, log_v)
             ),
             (false, false) => {
-                line_panel!(area, fig, panel, x_lo..x_hi, v_lo..v_hi, (x_lo, x_hi))
+                line_panel!(
+                    area,
+                    fig,
+                    panel,
+                    x_lo..x_hi,
+                    v_lo..v_hi,
+                    (x_lo, x_hi),
+                    (false, false)
+                )
             }
         }
     }
@@ -844,6 +871,125 @@ mod tests {
         }
         let unknown = style("someone else");
         assert_eq!(unknown.color, style("someone else").color);
+    }
+
+    /// A figure of two panels whose x and y values span `x_span` and `y_span` times.
+    fn synthetic(x_span: f64, y_span: f64, dots: bool, reference: Option<f64>) -> Figure {
+        let series = |label: &str, scale: f64| Series {
+            label: label.to_string(),
+            values: [1.0, x_span]
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    let y = scale * if i == 0 { 1.0 } else { y_span };
+                    Value {
+                        x: if dots { 1.0 } else { x },
+                        y,
+                        low: y * 0.8,
+                        high: y * 1.25,
+                    }
+                })
+                .take(if dots { 1 } else { 2 })
+                .collect(),
+        };
+        Figure {
+            title: "A synthetic figure".into(),
+            subtitle: "Every combination of axes the experiments can produce.".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
+            log_x: true,
+            reference,
+            dots,
+            panels: Target::ALL
+                .iter()
+                .map(|&target| Panel {
+                    target,
+                    series: vec![
+                        series("traditional", 1.0),
+                        series("lookahead, green threads", 2.0),
+                        series("someone else", 3.0),
+                    ],
+                })
+                .collect(),
+        }
+    }
+
+    /// Rasterizes an SVG; false when it does not parse or draws nothing.
+    fn renders(svg: &Path) -> bool {
+        let Ok(data) = std::fs::read(svg) else {
+            return false;
+        };
+        let options = resvg::usvg::Options::default();
+        let Ok(tree) = resvg::usvg::Tree::from_data(&data, &options) else {
+            return false;
+        };
+        let size = tree.size().to_int_size();
+        let Some(mut pixmap) = resvg::tiny_skia::Pixmap::new(size.width(), size.height()) else {
+            return false;
+        };
+        resvg::render(
+            &tree,
+            resvg::tiny_skia::Transform::default(),
+            &mut pixmap.as_mut(),
+        );
+        let first = &pixmap.data()[..4];
+        pixmap.data().chunks(4).any(|px| px != first)
+    }
+
+    #[test]
+    fn every_kind_of_axis_draws_and_renders() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("linear", synthetic(4.0, 3.0, false, None)),
+            ("log-x", synthetic(1000.0, 3.0, false, None)),
+            ("log-y", synthetic(4.0, 50.0, false, None)),
+            ("log-both", synthetic(1000.0, 50.0, false, Some(1.0))),
+            ("ratio", synthetic(4.0, 0.5, false, Some(1.0))),
+            ("dots", synthetic(1.0, 1.0, true, Some(1.0))),
+            ("dots-log", {
+                let mut f = synthetic(1.0, 1.0, true, None);
+                f.panels[0].series[2].values[0].y = 500.0;
+                f
+            }),
+        ];
+        for (name, figure) in cases {
+            let path = dir.path().join(format!("{name}.svg"));
+            draw(&path, &figure).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(renders(&path), "{name} does not render");
+        }
+        let empty = Figure {
+            panels: Vec::new(),
+            ..synthetic(1.0, 1.0, false, None)
+        };
+        assert_eq!(
+            draw(&dir.path().join("empty.svg"), &empty),
+            Err("nothing to plot".to_string())
+        );
+    }
+
+    #[test]
+    fn value_axes_are_logarithmic_beyond_10x_and_keep_the_reference_line() {
+        let (lo, hi, log) = value_axis(&synthetic(4.0, 3.0, false, None));
+        assert!(
+            !log && lo == 0.0 && hi >= 3.0 * 3.0 * 1.25 - 1e-9,
+            "{lo} {hi}"
+        );
+        let (lo, hi, log) = value_axis(&synthetic(4.0, 50.0, false, None));
+        assert!(log && lo < 1.0 && hi > 150.0, "{lo} {hi}");
+        let (lo, hi, log) = value_axis(&synthetic(4.0, 0.5, false, Some(1.0)));
+        // Ratios 0.5 to 3 with the 1.0 line: all inside.
+        assert!(!log && lo <= 0.5 && hi >= 3.0, "{lo} {hi}");
+    }
+
+    #[test]
+    fn log_axes_label_only_one_two_and_five() {
+        assert_eq!(axis_label(200.0, true), "200");
+        assert_eq!(axis_label(500.0, true), "500");
+        assert_eq!(axis_label(1000.0, true), "1000");
+        assert_eq!(axis_label(0.1, true), "0.1");
+        assert_eq!(axis_label(300.0, true), "");
+        assert_eq!(axis_label(900.0, true), "");
+        assert_eq!(axis_label(300.0, false), "300");
     }
 
     #[test]

@@ -126,7 +126,12 @@ fn experiment_section(
     e: &Experiment,
     plots: &[Plot],
 ) {
-    let _ = writeln!(out, "\n### {} (`{}`)\n", e.title, e.name);
+    // An explicit anchor: the summary's contents link here by the experiment's name.
+    let _ = writeln!(
+        out,
+        "\n<a id=\"{}\"></a>\n\n### {} (`{}`)\n",
+        e.name, e.title, e.name
+    );
     let mut plots = plots.to_vec();
     plots.sort_by_key(|p| p.kind);
     for plot in &plots {
@@ -377,7 +382,7 @@ pub fn write_markdown(
         results
             .experiments
             .iter()
-            .map(|e| format!("`{}`", e.name))
+            .map(|e| format!("[`{0}`](#{0})", e.name))
             .collect::<Vec<_>>()
             .join(", ")
     );

@@ -84,6 +84,9 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
         // The hot split of a fixed stack is not applicable, said once, not a failure.
         "- traditional (x86_64): **not applicable**",
         "](plots/summation_single-ratio.svg) |",
+        // The contents link to each experiment's section.
+        "[`summation_cores`](#summation_cores)",
+        "<a id=\"summation_cores\"></a>",
     ] {
         assert!(
             report.contains(needle),
