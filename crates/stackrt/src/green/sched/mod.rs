@@ -587,6 +587,10 @@ impl Sched {
         }
         gr.announce();
         w.bump_tick(1);
+        // The thread's errno (0 for a new one) in this OS thread's slot; it saves it back when
+        // it switches away.
+        // SAFETY: the worker's errno slot, set when its OS thread registered.
+        unsafe { *w.errno.get() = gr.errno.get() };
         // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
         // context of a suspended thread (prepared above or saved by its last switch out).
         unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
@@ -770,17 +774,12 @@ fn switch_out(after: After) {
     complete_switch();
 }
 
-/// Run by a thread right after it resumed: restores its `errno` (a new thread's is 0), and if
-/// another thread switched to it directly ([`yield_now`]), that thread's context is saved now,
-/// so it may go back to the run queue.
+/// Run by a thread right after it resumed: if another thread switched to it directly
+/// ([`yield_now`]), that thread's context is saved now, so it may go back to the run queue.
 /// Out of line: it finds the worker afresh (the thread may have moved).
 #[inline(never)]
 fn complete_switch() {
     let w = this_worker();
-    let g = w.current.get();
-    // SAFETY: `g` is the thread resuming here (the worker's current one); the slot is the
-    // worker's OS thread's errno.
-    unsafe { *w.errno.get() = (*g).errno.get() };
     let prev = w.pending.replace(core::ptr::null());
     if !prev.is_null() {
         sched().requeue(w.index, prev);
@@ -820,8 +819,13 @@ fn yield_direct(s: &Sched) {
     }
     nx.announce();
     w.bump_tick(2);
+    // The switch stays on this OS thread: `cur`'s errno is saved and `next`'s put in its place.
     // SAFETY: the worker's errno slot, set when its OS thread registered.
-    cr.errno.set(unsafe { *w.errno.get() });
+    unsafe {
+        let slot = w.errno.get();
+        cr.errno.set(*slot);
+        *slot = nx.errno.get();
+    }
     w.current.set(next);
     w.pending.set(cur);
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
