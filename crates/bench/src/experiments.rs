@@ -1014,5 +1014,55 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             vec![]
         },
     });
+    // Threads parked on a mutex at depth 10, 100 and 1000: the shape on which green threads
+    // were found to need 1.3-2.9x Go's memory (green_alive's threads wait by yielding and fit
+    // their first stack block). Only the mechanisms that keep 100,000 green threads within the
+    // kernel's mappings (fixed stacks and guarded chunks take two mappings each).
+    let parked: u64 = pick(size, 100_000, 3_000, 1_000);
+    let park_depths: Vec<u64> = pick(
+        size,
+        vec![10, 100, 1000],
+        vec![10, 100, 1000],
+        vec![10, 100],
+    );
+    list.push(Experiment {
+        name: "green_park",
+        env: Vec::new(),
+        green: &[],
+        title: "Threads parked on a mutex, by depth",
+        figures: "beyond the thesis: time and peak memory of many threads (100,000 in the full run) that recurse D levels (frames of three locals), then wait on a mutex main holds until all have arrived, against Go goroutines",
+        sources: green_sources("park.cm", "park.go"),
+        x_label: "depth (levels)",
+        log_x: true,
+        points: park_depths
+            .iter()
+            .map(|&d| Point {
+                x: d as f64,
+                args: vec![parked.to_string(), d.to_string()],
+                probe: None,
+                threads: parked,
+                work: None,
+                // 100,000 threads 1000 levels deep need about 5 GB: more than i686's address
+                // space.
+                x86_64_only: d >= 1000 && parked > 10_000,
+            })
+            .collect(),
+        mechanisms: Mechanisms::Listed(&["lookahead", "heap"]),
+        gcc: vec![],
+        native: false,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::Curve,
+        baseline: "lookahead",
+        unit: "call",
+        counts: vec![],
+        reductions: if parked > 10_000 {
+            vec![format!(
+                "depth 1000 on i686: not run ({parked} threads that deep need about 5 GB, more than a 32-bit address space)"
+            )]
+        } else {
+            vec![]
+        },
+    });
     list
 }
