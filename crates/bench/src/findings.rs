@@ -68,6 +68,30 @@ fn rss_ratio_at_largest(table: &Table, e: &str, t: Target, a: &str, b: &str) -> 
     ))
 }
 
+/// The largest peak RSS of `a` / of `b` over every x both ran (a claim about every shape, not
+/// the largest point only).
+fn worst_rss_ratio(table: &Table, e: &str, t: Target, a: &str, b: &str) -> Measured {
+    let (x, ra, rb) = xs(table, e)
+        .into_iter()
+        .filter_map(|x| {
+            let ra = cell(table, e, t, a, x)?.rss_kib.max;
+            let rb = cell(table, e, t, b, x)?.rss_kib.max;
+            Some((x, ra, rb))
+        })
+        .max_by(|p, q| (p.1 / p.2).total_cmp(&(q.1 / q.2)))?;
+    Some((
+        ra / rb,
+        None,
+        format!(
+            "{:.2}x ({:.0} vs {:.0} MiB) at {}, the worst point",
+            ra / rb,
+            ra / 1024.0,
+            rb / 1024.0,
+            x_text(x)
+        ),
+    ))
+}
+
 /// Speed-up from 1 to 2 threads of `variant` relative to traditional's (1 = scales alike).
 fn relative_scaling(table: &Table, e: &str, t: Target, variant: &str) -> Measured {
     let speedup = |v: &str, by_min: bool| {
@@ -424,6 +448,33 @@ fn findings() -> Vec<Finding> {
             measure: |_, t, tg| ratio_at_largest(t, "summation_single", tg, "callee-cleanup", "traditional"),
             holds: |r| r < 0.97,
             changed_because: "",
+        },
+        Finding {
+            plot: "summation_single-ratio",
+            source: "paper 7 (future work)",
+            claim: "Look-Ahead costs no more than Callee-cleanup on Summation",
+            thesis: "\"one could modify Look-Ahead to use the faster Callee-cleanup sequence as well\"",
+            measure: |_, t, tg| ratio_at_largest(t, "summation_single", tg, "lookahead", "callee-cleanup"),
+            holds: |r| r <= 1.03,
+            changed_because: "lookahead still uses traditional's caller cleanup and `ret`",
+        },
+        Finding {
+            plot: "tree_single-ratio",
+            source: "paper 7 (future work)",
+            claim: "Look-Ahead costs no more than Callee-cleanup on the Unbalanced Binary Tree",
+            thesis: "\"one could modify Look-Ahead to use the faster Callee-cleanup sequence as well\"",
+            measure: |_, t, tg| ratio_at_largest(t, "tree_single", tg, "lookahead", "callee-cleanup"),
+            holds: |r| r <= 1.03,
+            changed_because: "lookahead still uses traditional's caller cleanup and `ret`",
+        },
+        Finding {
+            plot: "green_park-memory",
+            source: "this project",
+            claim: "Green threads parked on a mutex need no more memory than goroutines, at every depth",
+            thesis: "(not in the thesis; Go's 2 KiB goroutine stacks are the peer)",
+            measure: |_, t, tg| worst_rss_ratio(t, "green_park", tg, "lookahead", "go"),
+            holds: |r| r <= 1.0,
+            changed_because: "a green thread's first block keeps 8 KiB of handler room between its entry frames and its first chunk (two pages for a shallow thread), and every frame that calls C reserves 8 KiB",
         },
         Finding {
             plot: "call_depth-ratio",
