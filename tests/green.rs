@@ -70,7 +70,8 @@ fn a_hundred_thousand_threads_alive_at_once() {
 /// prints for the same source with the oracle's thread library (`tests/oracle/sthread.c`, OS
 /// threads, each with its C library's errno), on both targets. On two workers some threads are
 /// stolen by the other worker, so they read their errno on another OS thread than they set
-/// it on. Without saving `errno` at every switch, most reads saw another thread's error.
+/// it on. Without keeping `errno` across the thread-library calls that switch, most reads saw
+/// another thread's error.
 #[test]
 fn every_green_thread_has_its_own_errno() {
     let dir = tempfile::tempdir().unwrap();

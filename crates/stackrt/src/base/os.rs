@@ -42,6 +42,37 @@ thread_local! {
     static TID: Cell<i32> = const { Cell::new(0) };
 }
 
+/// Keeps the calling thread's `errno` across a call that may switch green threads: saved when
+/// made, written back when dropped, through `__errno_location()` evaluated then (after a switch
+/// the thread may run on another OS thread, whose slot it must write). The C library keeps one
+/// errno per OS thread; green threads share their workers' OS threads, so every thread-library
+/// call and every preemption that can switch keeps one of these, and the thread's errno follows
+/// it wherever it resumes (a call that returns an error returns it, as `sthread_join` does,
+/// and leaves errno alone, as pthreads does on success).
+pub struct KeptErrno(i32);
+
+impl KeptErrno {
+    #[inline(always)]
+    pub fn new() -> Self {
+        KeptErrno(errno())
+    }
+}
+
+impl Default for KeptErrno {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for KeptErrno {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: __errno_location returns the calling OS thread's errno slot, valid for the
+        // thread's lifetime.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
+
 /// The kernel thread id of the caller. Read once per OS thread: a green thread's chain records
 /// its worker's id at every thread start, and a system call there was a tenth of the cost of
 /// creating a thread. (A process that forks keeps the parent's value in the forking thread of

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
 use crate::base::diag::{errno_text, fail};
-use crate::base::os::page_size;
+use crate::base::os::{page_size, KeptErrno};
 
 pub mod entry;
 pub mod handles;
@@ -73,6 +73,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         );
     }
     if green::enabled() {
+        let _kept = KeptErrno::new();
         let mut threads = green_table();
         let handle = threads.next_handle();
         let g = green::create(handle, fp as u32 as usize, arg as usize, fpStackSize);
@@ -148,6 +149,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
 #[no_mangle]
 pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -> c_int {
     if green::enabled() {
+        let _kept = KeptErrno::new();
         green::det_point();
         let g = match green_table().begin_join(handle) {
             Ok(g) => g,
@@ -200,6 +202,7 @@ pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
 #[no_mangle]
 pub extern "C" fn sthread_yield() {
     if green::enabled() {
+        let _kept = KeptErrno::new();
         green::yield_now();
     } else {
         // SAFETY: sched_yield has no preconditions.
@@ -267,6 +270,7 @@ pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_lock").cast::<crate::green::sync::GreenMutex>();
+        let _kept = KeptErrno::new();
         green::det_point();
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).lock() };
@@ -285,6 +289,7 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_unlock").cast::<crate::green::sync::GreenMutex>();
+        let _kept = KeptErrno::new();
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).unlock() };
         green::det_point();

@@ -105,10 +105,6 @@ pub struct Green {
     /// `fpStackSize` of `sthread_create` (fixed-stack conventions).
     stack_request: c_int,
     started: Cell<bool>,
-    /// The thread's `errno` while it is switched out (the C library keeps one per OS thread;
-    /// a green thread must not see another's, nor lose its own when it moves to another
-    /// worker).
-    errno: Cell<c_int>,
     stack: UnsafeCell<GreenStack>,
     chain: UnsafeCell<ChainState>,
     /// The thread's C stack and entry block under the heap mechanisms.
@@ -152,9 +148,6 @@ pub struct Worker {
     /// The worker's OS thread: kernel thread id and `pthread_t`, for the monitor.
     tid: AtomicI32,
     os_thread: AtomicUsize,
-    /// Its OS thread's `errno` slot (set with `tid`): the running green thread's `errno` is
-    /// saved from it at every switch away and restored into it at every resume.
-    errno: Cell<*mut c_int>,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
 }
@@ -316,7 +309,6 @@ pub fn start(abi: u32) -> &'static Green {
             tick: AtomicUsize::new(usize::from(i == 0)),
             tid: AtomicI32::new(0),
             os_thread: AtomicUsize::new(0),
-            errno: Cell::new(core::ptr::null_mut()),
             _sched_stack: None,
         })
         .collect();
@@ -400,9 +392,6 @@ pub fn start(abi: u32) -> &'static Green {
 impl Worker {
     /// Records the calling OS thread as this worker's, for the preemption monitor.
     fn register_os_thread(&self) {
-        // SAFETY: __errno_location returns the calling thread's errno slot, valid for the
-        // thread's lifetime (a worker's OS thread lives as long as the process).
-        self.errno.set(unsafe { libc::__errno_location() });
         self.tid.store(crate::base::os::gettid(), Relaxed);
         self.os_thread
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
@@ -438,7 +427,6 @@ impl Green {
             arg,
             stack_request,
             started: Cell::new(false),
-            errno: Cell::new(0),
             stack: UnsafeCell::new(GreenStack::None),
             chain: UnsafeCell::new(ChainState::new()),
             heap: UnsafeCell::new(crate::mech::heap::HeapThreadState::default()),
@@ -587,10 +575,6 @@ impl Sched {
         }
         gr.announce();
         w.bump_tick(1);
-        // The thread's errno (0 for a new one) in this OS thread's slot; it saves it back when
-        // it switches away.
-        // SAFETY: the worker's errno slot, set when its OS thread registered.
-        unsafe { *w.errno.get() = gr.errno.get() };
         // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
         // context of a suspended thread (prepared above or saved by its last switch out).
         unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
@@ -765,11 +749,8 @@ fn switch_out(after: After) {
     let w = this_worker();
     let g = w.current.get();
     w.after.set(after);
-    // SAFETY: `g` is the running thread (its record outlives its run); the worker's errno slot
-    // was set when its OS thread registered, before it ran any thread.
-    unsafe { (*g).errno.set(*w.errno.get()) };
-    // SAFETY: as above; the scheduler context's saved stack pointer is valid while one of its
-    // threads runs.
+    // SAFETY: `g` is the running thread (its record outlives its run); the scheduler context's
+    // saved stack pointer is valid while one of its threads runs.
     unsafe { context::switch((*g).sp.get(), *w.sched_sp.get()) };
     complete_switch();
 }
@@ -819,13 +800,6 @@ fn yield_direct(s: &Sched) {
     }
     nx.announce();
     w.bump_tick(2);
-    // The switch stays on this OS thread: `cur`'s errno is saved and `next`'s put in its place.
-    // SAFETY: the worker's errno slot, set when its OS thread registered.
-    unsafe {
-        let slot = w.errno.get();
-        cr.errno.set(*slot);
-        *slot = nx.errno.get();
-    }
     w.current.set(next);
     w.pending.set(cur);
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
@@ -872,9 +846,13 @@ fn at_checkpoint() {
         // the running one goes on, to finish and give them back (as only as many OS threads
         // as CPUs may grow then).
         if !crate::chunk::global::under_memory_pressure() {
+            // Compiled code was interrupted between any two instructions: its errno must be
+            // the same when it resumes, on whichever worker.
+            let _kept = crate::base::os::KeptErrno::new();
             preempt_current();
         }
     } else {
+        let _kept = crate::base::os::KeptErrno::new();
         det_point();
     }
 }
