@@ -32,6 +32,23 @@ fn build(src: &str, dir: &std::path::Path, mech: &str, target: &str) -> std::pat
     )
 }
 
+/// The green threads' line of the `STACKRT_STATS=1` report in `stderr`.
+fn green_stats_line(stderr: &str) -> &str {
+    stderr
+        .lines()
+        .find(|l| l.starts_with("stackrt: green threads:"))
+        .unwrap_or_else(|| panic!("no green statistics: {stderr}"))
+}
+
+/// The count of that line's field named `what` (`"steals"` in `..., 5 steals, ...`).
+fn green_stat(stderr: &str, what: &str) -> u64 {
+    let line = green_stats_line(stderr);
+    line.split(", ")
+        .find_map(|f| f.strip_suffix(what)?.strip_suffix(' '))
+        .and_then(|n| n.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count of {what}: {line}"))
+}
+
 /// 100,000 threads on x86-64 (20,000 on i686, whose address space is smaller), all alive and
 /// 100 levels deep at once, under lookahead; each checks in under a mutex and yields until all
 /// have arrived. The million-thread run is the same program with 1000000 (see the README).
@@ -51,10 +68,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
             format!("{n} threads arrived, 0 results wrong\n"),
             "{target}"
         );
-        let line = err
-            .lines()
-            .find(|l| l.starts_with("stackrt: green threads:"))
-            .unwrap_or_else(|| panic!("no green statistics: {err}"));
+        let line = green_stats_line(&err);
         assert!(
             line.contains(&format!("{} created, {} peak alive", n + 1, n + 1)),
             "{target}: {line}"
@@ -91,11 +105,7 @@ fn every_green_thread_has_its_own_errno() {
                     "0 errno reads wrong; last seen 9 2\n",
                     "{mech} {target} {workers} workers"
                 );
-                err.lines()
-                    .find(|l| l.starts_with("stackrt: green threads:"))
-                    .and_then(|l| l.split(", ").find_map(|f| f.strip_suffix(" steals")))
-                    .and_then(|n| n.trim().parse().ok())
-                    .unwrap_or_else(|| panic!("no steal count: {err}"))
+                green_stat(&err, "steals")
             };
             run("1");
             // On two workers some thread usually moves to the other worker's OS thread (a
@@ -122,18 +132,11 @@ fn thread_churn_reuses_fixed_stacks() {
             let err = text(&o.stderr);
             assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
             assert_eq!(text(&o.stdout), "10000 rounds\n", "{mech} {target}");
-            let line = err
-                .lines()
-                .find(|l| l.starts_with("stackrt: green threads:"))
-                .unwrap_or_else(|| panic!("no green statistics: {err}"));
+            let line = green_stats_line(&err);
             assert!(line.contains("80001 created"), "{mech} {target}: {line}");
             // At most 8 alive at once, plus what the workers' caches and the shared pool hold
             // when threads end on one worker and start on another: far below one per thread.
-            let mapped: u64 = line
-                .split(", ")
-                .find_map(|f| f.strip_suffix(" fixed stacks mapped"))
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or_else(|| panic!("no stacks-mapped count: {line}"));
+            let mapped = green_stat(&err, "fixed stacks mapped");
             assert!(
                 mapped <= 200,
                 "{mech} {target}: {mapped} stacks mapped for 80,000 threads"
@@ -320,17 +323,12 @@ fn spinning_threads_are_preempted_at_checkpoints() {
                 "8 spinners stopped, 0 sums wrong\n",
                 "{target} {workers}"
             );
-            let line = err
-                .lines()
-                .find(|l| l.starts_with("stackrt: green threads:"))
-                .unwrap_or_else(|| panic!("no green statistics: {err}"));
-            let preemptions: u64 = line
-                .rsplit(", ")
-                .next()
-                .and_then(|p| p.strip_suffix(" preemptions"))
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("no preemption count: {line}"));
-            assert!(preemptions >= 1, "{target} {workers}: {line}");
+            let preemptions = green_stat(&err, "preemptions");
+            assert!(
+                preemptions >= 1,
+                "{target} {workers}: {}",
+                green_stats_line(&err)
+            );
         }
         // Without preemption the spinners keep the only worker: still running after 3 s.
         let mut child = Command::new(&exe)

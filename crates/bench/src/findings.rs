@@ -49,41 +49,39 @@ fn ratio_at_largest(table: &Table, e: &str, t: Target, a: &str, b: &str) -> Meas
 
 /// Peak RSS of `a` / of `b` at the largest x both ran.
 fn rss_ratio_at_largest(table: &Table, e: &str, t: Target, a: &str, b: &str) -> Measured {
-    let x = xs(table, e)
-        .into_iter()
-        .rev()
-        .find(|&x| cell(table, e, t, a, x).is_some() && cell(table, e, t, b, x).is_some())?;
-    let ra = cell(table, e, t, a, x)?.rss_kib.max;
-    let rb = cell(table, e, t, b, x)?.rss_kib.max;
-    Some((
-        ra / rb,
-        None,
-        format!(
-            "{:.2}x ({:.0} vs {:.0} MiB) at {}",
-            ra / rb,
-            ra / 1024.0,
-            rb / 1024.0,
-            x_text(x)
-        ),
-    ))
+    let (x, ra, rb) = rss_pairs(table, e, t, a, b).last()?;
+    rss_measured(x, ra, rb, "")
 }
 
 /// The largest peak RSS of `a` / of `b` over every x both ran (a claim about every shape, not
 /// the largest point only).
 fn worst_rss_ratio(table: &Table, e: &str, t: Target, a: &str, b: &str) -> Measured {
-    let (x, ra, rb) = xs(table, e)
-        .into_iter()
-        .filter_map(|x| {
-            let ra = cell(table, e, t, a, x)?.rss_kib.max;
-            let rb = cell(table, e, t, b, x)?.rss_kib.max;
-            Some((x, ra, rb))
-        })
-        .max_by(|p, q| (p.1 / p.2).total_cmp(&(q.1 / q.2)))?;
+    let (x, ra, rb) =
+        rss_pairs(table, e, t, a, b).max_by(|p, q| (p.1 / p.2).total_cmp(&(q.1 / q.2)))?;
+    rss_measured(x, ra, rb, ", the worst point")
+}
+
+/// `(x, peak RSS of a, peak RSS of b)` in KiB at every x both ran, in increasing x.
+fn rss_pairs<'a>(
+    table: &'a Table,
+    e: &'a str,
+    t: Target,
+    a: &'a str,
+    b: &'a str,
+) -> impl Iterator<Item = (f64, f64, f64)> + 'a {
+    xs(table, e).into_iter().filter_map(move |x| {
+        let ra = cell(table, e, t, a, x)?.rss_kib.max;
+        let rb = cell(table, e, t, b, x)?.rss_kib.max;
+        Some((x, ra, rb))
+    })
+}
+
+fn rss_measured(x: f64, ra: f64, rb: f64, note: &str) -> Measured {
     Some((
         ra / rb,
         None,
         format!(
-            "{:.2}x ({:.0} vs {:.0} MiB) at {}, the worst point",
+            "{:.2}x ({:.0} vs {:.0} MiB) at {}{note}",
             ra / rb,
             ra / 1024.0,
             rb / 1024.0,

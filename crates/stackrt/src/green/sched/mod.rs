@@ -233,9 +233,7 @@ fn worker_count() -> usize {
             ),
         }
     }
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
-    usize::try_from(cpus).unwrap_or(1).max(1)
+    crate::base::os::cpus()
 }
 
 fn fail(msg: &str) -> ! {
@@ -851,9 +849,11 @@ fn at_checkpoint() {
             let _kept = crate::base::os::KeptErrno::new();
             preempt_current();
         }
-    } else {
+    } else if sched().det.is_some() {
+        // A decision of the deterministic mode (the same as `det_point`); errno kept as above.
+        // Only there: in the other modes this path runs at every overflow and switches nothing.
         let _kept = crate::base::os::KeptErrno::new();
-        det_point();
+        switch_out(After::Yield);
     }
 }
 
