@@ -100,6 +100,10 @@ pub struct CodegenOpts {
     /// threads (`STACKRT_WORKERS`, default one per CPU).
     #[arg(long, value_enum, default_value = "os")]
     pub threads: Threads,
+    /// Instrument every access that may touch memory shared between threads and report data
+    /// races at run time (`STACKRT_RACE=abort` stops at the first with status 66).
+    #[arg(long)]
+    pub race: bool,
 }
 
 /// How the thread library runs threads.

@@ -209,7 +209,18 @@ fn assemble(target: Target, asm: &str) -> Result<Vec<u8>, DriverError> {
 
 fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError> {
     let program = front_end(path, opts.target)?;
-    let mut lowered = cmm_codegen::lower_program(&program);
+    let mut lowered = if opts.race {
+        // Reports name the file as the user knows it, without the directories it was
+        // compiled from (`racy.cm:16:9`).
+        let src = read_source(path)?;
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        cmm_codegen::lower::lower_program_race(&program, &name, &src)
+    } else {
+        cmm_codegen::lower_program(&program)
+    };
     if opts.threads == Threads::Green {
         cmm_codegen::lower::mark_green_threads(&mut lowered);
     }

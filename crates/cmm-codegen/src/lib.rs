@@ -9,6 +9,7 @@ pub mod callgraph;
 pub mod emit;
 pub mod lower;
 pub mod native;
+pub mod race;
 
 pub use lower::{lower_program, LoweredProgram};
 

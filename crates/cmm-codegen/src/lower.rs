@@ -37,6 +37,7 @@
 
 use std::collections::HashMap;
 
+use cmm_front::diag::Span;
 use cmm_front::typed::{self, BinaryOp, Callee, Expr, ExprKind, Place, PlaceKind, Stmt, UnaryOp};
 use cmm_front::types::{size_of, Type as CType};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
@@ -48,6 +49,8 @@ use cranelift_codegen::ir::{
 use cranelift_codegen::isa::{CallConv, TargetFrontendConfig};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use target_lexicon::PointerWidth;
+
+use crate::race;
 
 /// `UserExternalName::namespace` of functions (C-- functions, then externs).
 pub const FUNC_NAMESPACE: u32 = 0;
@@ -188,6 +191,17 @@ pub enum DataKind {
         /// Index into [`LoweredProgram::functions`].
         function: u32,
     },
+    /// Pointer-sized little-endian words (the `--race` globals table, `crate::race`).
+    Words(Vec<DataWord>),
+}
+
+/// One pointer-sized word of [`DataKind::Words`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataWord {
+    /// This value.
+    Int(u64),
+    /// The address of data object `index` (an index into [`LoweredProgram::data`]).
+    Addr(u32),
 }
 
 /// The IR type of a scalar C-- type (`None` for `void`, arrays and structs).
@@ -241,6 +255,25 @@ fn extern_signature(e: &typed::Extern, ptr: ir::Type) -> Signature {
 
 /// Lowers a whole typed program. Never fails: the typed program's invariants are relied upon.
 pub fn lower_program(p: &typed::Program) -> LoweredProgram {
+    lower(p, None)
+}
+
+/// Lowers a whole typed program for `cmm compile --race` (see [`crate::race`]): every access
+/// that may touch shared memory calls the runtime's race detector first, with its site in
+/// `src` (named `file` in reports). Without `--race` the driver calls [`lower_program`], which
+/// adds nothing.
+pub fn lower_program_race(p: &typed::Program, file: &str, src: &str) -> LoweredProgram {
+    lower(p, Some(race::Sites::new(file, src)))
+}
+
+/// The state of `--race` lowering: the sites so far and the extern indices of the entries.
+struct RaceLowering {
+    sites: race::Sites,
+    read: u32,
+    write: u32,
+}
+
+fn lower(p: &typed::Program, race_sites: Option<race::Sites>) -> LoweredProgram {
     let ptr = if p.target.pointer_size == 4 {
         types::I32
     } else {
@@ -262,6 +295,40 @@ pub fn lower_program(p: &typed::Program) -> LoweredProgram {
             c_ret: e.ret.clone(),
         })
         .collect();
+    let mut externs = externs;
+    let mut race_state = race_sites.map(|sites| {
+        for e in externs.iter_mut() {
+            if let Some((_, w)) = race::ALLOC_WRAPPERS.iter().find(|(c, _)| *c == e.name) {
+                e.name = w.to_string();
+            }
+        }
+        let entry = |name: &str| {
+            let params = vec![
+                CType::Pointer(Box::new(CType::Void)),
+                CType::Int,
+                CType::Int,
+            ];
+            let mut signature = Signature::new(CallConv::SystemV);
+            for t in &params {
+                signature.params.extend(abi_param(t, ptr, true));
+            }
+            ExternDecl {
+                name: name.to_string(),
+                signature,
+                variadic: false,
+                c_params: params,
+                c_ret: CType::Void,
+            }
+        };
+        let read = externs.len() as u32;
+        externs.push(entry(race::READ_ENTRY));
+        externs.push(entry(race::WRITE_ENTRY));
+        RaceLowering {
+            sites,
+            read,
+            write: read + 1,
+        }
+    });
 
     let mut data = Vec::new();
     for g in &p.globals {
@@ -322,9 +389,11 @@ pub fn lower_program(p: &typed::Program) -> LoweredProgram {
                 loops: Vec::new(),
                 funcs: HashMap::new(),
                 gvs: HashMap::new(),
+                race: race_state.take(),
             };
             fl.lower_body();
             fl.b.finalize(frontend_config(ptr));
+            race_state = fl.race.take();
         }
         lowered.functions.push(LoweredFunction {
             name: f.name.clone(),
@@ -332,7 +401,49 @@ pub fn lower_program(p: &typed::Program) -> LoweredProgram {
             func,
         });
     }
+    if let Some(r) = race_state {
+        add_race_tables(p, &mut lowered, r.sites.texts());
+    }
     lowered
+}
+
+/// Appends the `--race` tables (`crate::race`, module docs) to the program's data.
+fn add_race_tables(p: &typed::Program, lowered: &mut LoweredProgram, sites: &[String]) {
+    let names: Vec<&str> = p.globals.iter().map(|g| g.name.as_str()).collect();
+    let (site_bytes, strings, name_offsets) = race::tables(sites, &names);
+    let word = lowered.pointer_type.bytes();
+    let mut words = vec![DataWord::Int(p.globals.len() as u64)];
+    for (g, (global, off)) in p.globals.iter().zip(name_offsets).enumerate() {
+        words.push(DataWord::Addr(lowered.global_data(g as u32)));
+        words.push(DataWord::Int(u64::from(global.size)));
+        words.push(DataWord::Int(u64::from(off)));
+    }
+    let table = |symbol: &str, align: u32, size: usize, kind: DataKind| DataObject {
+        symbol: symbol.to_string(),
+        exported: true,
+        writable: false,
+        size: size as u32,
+        align,
+        kind,
+    };
+    lowered.data.push(table(
+        race::SITES_SYMBOL,
+        4,
+        site_bytes.len(),
+        DataKind::Bytes(site_bytes),
+    ));
+    lowered.data.push(table(
+        race::STRINGS_SYMBOL,
+        1,
+        strings.len(),
+        DataKind::Bytes(strings),
+    ));
+    lowered.data.push(table(
+        race::GLOBALS_SYMBOL,
+        word,
+        words.len() * word as usize,
+        DataKind::Words(words),
+    ));
 }
 
 /// What cranelift-frontend needs to know about the target.
@@ -372,6 +483,18 @@ struct FnLower<'a, 'b> {
     loops: Vec<(Block, Block)>,
     funcs: HashMap<(u32, Signature), FuncRef>,
     gvs: HashMap<u32, GlobalValue>,
+    /// `--race`: the sites and entries; `None` lowers exactly as without the flag.
+    race: Option<RaceLowering>,
+}
+
+/// Whether an access to `pl` may touch memory another thread can reach: not when it is the
+/// function's own stack slot (or a part of one) named directly, without a pointer.
+fn may_be_shared(pl: &Place) -> bool {
+    match &pl.kind {
+        PlaceKind::Local(_) => false,
+        PlaceKind::Global(_) | PlaceKind::Deref(_) => true,
+        PlaceKind::Member(base, _) => may_be_shared(base),
+    }
 }
 
 fn mem() -> MemFlagsData {
@@ -704,8 +827,26 @@ impl FnLower<'_, '_> {
         let t = self.ty(&pl.ty);
         match self.place(pl) {
             PlaceRef::Var(v) => self.b.use_var(v),
-            PlaceRef::Mem(a) => self.b.ins().load(t, mem(), a, 0),
+            PlaceRef::Mem(a) => {
+                if may_be_shared(pl) {
+                    self.race_access(false, a, t.bytes(), pl.span);
+                }
+                self.b.ins().load(t, mem(), a, 0)
+            }
         }
+    }
+
+    /// `--race`: calls the detector's read or write entry for `size` bytes at `addr`, an
+    /// access at `span`. Nothing without `--race`.
+    fn race_access(&mut self, write: bool, addr: Value, size: u32, span: Span) {
+        let Some(r) = &mut self.race else { return };
+        let site = r.sites.site(span);
+        let j = if write { r.write } else { r.read };
+        let sig = self.lp.externs[j as usize].signature.clone();
+        let f = self.func_ref(self.p.functions.len() as u32 + j, sig);
+        let size = self.b.ins().iconst(types::I32, i64::from(size));
+        let site = self.b.ins().iconst(types::I32, i64::from(site));
+        self.b.ins().call(f, &[addr, size, site]);
     }
 
     /// Copies `size` bytes from `src` to `dst` (non-overlapping or identical).
@@ -790,6 +931,14 @@ impl FnLower<'_, '_> {
                     let src = self.value(val);
                     let dst = self.place_addr(pl);
                     let size = self.size(&pl.ty);
+                    if self.race.is_some() {
+                        // The copy reads the whole source and writes the whole destination;
+                        // the source is an address whose origin the detector sorts out.
+                        self.race_access(false, src, size, val.span);
+                        if may_be_shared(pl) {
+                            self.race_access(true, dst, size, pl.span);
+                        }
+                    }
                     self.copy_bytes(dst, src, size);
                     return None;
                 }
@@ -797,6 +946,10 @@ impl FnLower<'_, '_> {
                 match self.place(pl) {
                     PlaceRef::Var(var) => self.b.def_var(var, v),
                     PlaceRef::Mem(a) => {
+                        if may_be_shared(pl) {
+                            let t = self.b.func.dfg.value_type(v);
+                            self.race_access(true, a, t.bytes(), pl.span);
+                        }
                         self.b.ins().store(mem(), v, a, 0);
                     }
                 }

@@ -52,7 +52,7 @@ use cranelift_module::{
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use target_lexicon::Triple;
 
-use crate::lower::{DataKind, LoweredProgram, DATA_NAMESPACE, FUNC_NAMESPACE};
+use crate::lower::{DataKind, DataWord, LoweredProgram, DATA_NAMESPACE, FUNC_NAMESPACE};
 
 /// The size of the x86-64 setup area Cranelift always creates: return address + saved `rbp`.
 pub const X86_64_SETUP_AREA: u32 = 16;
@@ -243,6 +243,21 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
             DataKind::FrameSize { function } => {
                 let size = frame_sizes.get(*function as usize).copied().unwrap_or(0);
                 desc.define(Box::new(size.to_le_bytes()));
+            }
+            DataKind::Words(words) => {
+                let mut bytes = Vec::with_capacity(words.len() * 8);
+                for (i, w) in words.iter().enumerate() {
+                    match *w {
+                        DataWord::Int(v) => bytes.extend_from_slice(&v.to_le_bytes()),
+                        DataWord::Addr(index) => {
+                            bytes.extend_from_slice(&[0; 8]);
+                            let target = data_ids[index as usize];
+                            let gv = module.declare_data_in_data(target, &mut desc);
+                            desc.write_data_addr((i * 8) as u32, gv, 0);
+                        }
+                    }
+                }
+                desc.define(bytes.into_boxed_slice());
             }
         }
         module.define_data(*id, &desc).map_err(module_err)?;

@@ -6,6 +6,7 @@ pub mod base;
 pub mod chunk;
 pub mod green;
 pub mod mech;
+pub mod race;
 pub mod signals;
 #[cfg(not(test))]
 pub mod start;

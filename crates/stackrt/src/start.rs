@@ -36,6 +36,8 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     }
     crate::signals::install(abi);
     crate::signals::thread_setup(is_fixed_stack_abi(abi), true);
+    // Before green threads start: `main`'s green thread takes the main thread's state.
+    crate::race::start();
     let green = crate::base::program::program_threads();
     if green == crate::base::abi::THREADS_GREEN {
         if !crate::green::supports_abi(abi) {

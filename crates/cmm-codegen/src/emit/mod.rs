@@ -7,7 +7,7 @@
 
 use std::fmt::{self, Write};
 
-use crate::lower::{DataKind, LoweredProgram};
+use crate::lower::{DataKind, DataWord, LoweredProgram};
 
 pub mod isel;
 pub mod mech;
@@ -311,6 +311,23 @@ pub(crate) fn emit_data(
                         .get(*function as usize)
                         .map_or("?", |f| f.symbol.as_str())
                 );
+            }
+            DataKind::Words(words) => {
+                let directive = if opts.target == Target::X86_64 {
+                    ".quad"
+                } else {
+                    ".long"
+                };
+                for w in words {
+                    match *w {
+                        DataWord::Int(v) => {
+                            let _ = writeln!(out, "\t{directive} {v}");
+                        }
+                        DataWord::Addr(index) => {
+                            let _ = writeln!(out, "\t{directive} {}", p.data[index as usize].symbol);
+                        }
+                    }
+                }
             }
         }
     }

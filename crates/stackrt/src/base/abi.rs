@@ -91,6 +91,15 @@ pub const THREADS_SYMBOL: &str = "__cmm_threads";
 /// `__cmm_threads` value of `--threads green`.
 pub const THREADS_GREEN: u32 = 1;
 
+/// The tables a program compiled with `--race` defines (`cmm_codegen::race`, module docs:
+/// sites, strings, globals); their presence turns the race detector on.
+pub const RACE_SITES_SYMBOL: &str = "__cmm_race_sites";
+pub const RACE_STRINGS_SYMBOL: &str = "__cmm_race_strings";
+pub const RACE_GLOBALS_SYMBOL: &str = "__cmm_race_globals";
+/// The entries `--race` code calls before a load and a store: `(addr, size, site)`.
+pub const RACE_READ_ENTRY: &str = "__stackrt_race_read";
+pub const RACE_WRITE_ENTRY: &str = "__stackrt_race_write";
+
 /// Whether `crate::mech::enter` knows the convention `abi` (an emission-stage mechanism).
 pub fn is_emitted_abi(abi: u32) -> bool {
     abi == ABI_TRADITIONAL
@@ -157,6 +166,17 @@ mod tests {
         // (checked there too), and referenced by name in `base::program`'s weak references.
         assert_eq!(CODE_BEGIN_SYMBOL, "__cmm_code_begin");
         assert_eq!(CODE_END_SYMBOL, "__cmm_code_end");
+    }
+
+    #[test]
+    fn race_symbols_are_the_compilers() {
+        // Mirrored in cmm_codegen::race (checked there too); the entries are defined in
+        // `crate::race` and the tables referenced by name in `base::program`.
+        assert_eq!(RACE_SITES_SYMBOL, "__cmm_race_sites");
+        assert_eq!(RACE_STRINGS_SYMBOL, "__cmm_race_strings");
+        assert_eq!(RACE_GLOBALS_SYMBOL, "__cmm_race_globals");
+        assert_eq!(RACE_READ_ENTRY, "__stackrt_race_read");
+        assert_eq!(RACE_WRITE_ENTRY, "__stackrt_race_write");
     }
 
     #[test]

@@ -68,6 +68,19 @@ pub fn program_threads() -> u32 {
 }
 
 weak_symbol!(
+    /// Address of `__cmm_race_sites` (programs compiled with `--race`), or 0.
+    pub fn race_sites => "__cmm_race_sites", stackrt_race_sites_ref
+);
+weak_symbol!(
+    /// Address of `__cmm_race_strings`, or 0.
+    pub fn race_strings => "__cmm_race_strings", stackrt_race_strings_ref
+);
+weak_symbol!(
+    /// Address of `__cmm_race_globals`, or 0.
+    pub fn race_globals => "__cmm_race_globals", stackrt_race_globals_ref
+);
+
+weak_symbol!(
     /// Address of `__cmm_code_begin` (only `lookahead` programs define it), or 0.
     fn code_begin => "__cmm_code_begin", stackrt_code_begin_ref
 );

@@ -17,7 +17,12 @@ pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 ///
 /// # Safety
 /// `fp` must be the address of a C-- function `void *f(void *)` of the linked program.
-pub unsafe fn thread_start(fp: c_int, arg: *mut c_void) -> (StartRoutine, *mut c_void) {
+/// `race` is the thread's race detector state (`crate::race::fork`; null without `--race`).
+pub unsafe fn thread_start(
+    fp: c_int,
+    arg: *mut c_void,
+    race: *mut crate::race::RaceThread,
+) -> (StartRoutine, *mut c_void) {
     let abi = program_abi();
     check_abi(abi);
     let addr = fp as u32 as usize;
@@ -26,13 +31,14 @@ pub unsafe fn thread_start(fp: c_int, arg: *mut c_void) -> (StartRoutine, *mut c
             abi,
             fp: addr,
             arg: arg as usize,
+            race,
         });
         return (emitted_thread_entry, Box::into_raw(start).cast());
     }
     // SAFETY: under the native System V convention a C-- function `void *f(void *)` is an
     // `extern "C" fn(*mut c_void) -> *mut c_void`; the caller guarantees `addr` is one.
     let routine = unsafe { core::mem::transmute::<usize, StartRoutine>(addr) };
-    let start = Box::new(NativeStart { routine, arg });
+    let start = Box::new(NativeStart { routine, arg, race });
     (native_thread_entry, Box::into_raw(start).cast())
 }
 
@@ -41,12 +47,14 @@ struct EmittedStart {
     abi: u32,
     fp: usize,
     arg: usize,
+    race: *mut crate::race::RaceThread,
 }
 
 extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
     // SAFETY: `p` is the `Box<EmittedStart>` leaked by `thread_start` for exactly this thread.
     let start = unsafe { Box::from_raw(p.cast::<EmittedStart>()) };
     crate::signals::thread_setup(is_fixed_stack_abi(start.abi), false);
+    crate::race::set_current(start.race);
     // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
     // compiled with the program's convention `abi`.
     match unsafe { crate::mech::enter(start.abi, start.fp, start.arg, 0) } {
@@ -62,11 +70,13 @@ extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
 struct NativeStart {
     routine: StartRoutine,
     arg: *mut c_void,
+    race: *mut crate::race::RaceThread,
 }
 
 extern "C" fn native_thread_entry(p: *mut c_void) -> *mut c_void {
     // SAFETY: `p` is the `Box<NativeStart>` leaked by `thread_start` for exactly this thread.
     let start = unsafe { Box::from_raw(p.cast::<NativeStart>()) };
     crate::signals::thread_setup(true, false);
+    crate::race::set_current(start.race);
     (start.routine)(start.arg)
 }

@@ -21,9 +21,10 @@ pub mod handles;
 pub use handles::{HandleTable, JoinError};
 
 /// `pthread_t` is an integer on linux-gnu; the table stores it by value.
-static THREADS: Mutex<HandleTable<libc::pthread_t>> = Mutex::new(HandleTable::new());
+/// With each thread its race detector state (`--race`; null otherwise), which its join frees.
+static THREADS: Mutex<HandleTable<(libc::pthread_t, usize)>> = Mutex::new(HandleTable::new());
 
-fn table() -> std::sync::MutexGuard<'static, HandleTable<libc::pthread_t>> {
+fn table() -> std::sync::MutexGuard<'static, HandleTable<(libc::pthread_t, usize)>> {
     // A panic while holding the lock aborts (panic = "abort"), so poisoning cannot be observed
     // in a program; tests recover the guard.
     THREADS.lock().unwrap_or_else(|e| e.into_inner())
@@ -76,15 +77,14 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         let _kept = KeptErrno::new();
         let mut threads = green_table();
         let handle = threads.next_handle();
-        let g = green::create(handle, fp as u32 as usize, arg as usize, fpStackSize);
+        let race = crate::race::fork(handle);
+        let g = green::create(handle, fp as u32 as usize, arg as usize, fpStackSize, race);
         let inserted = threads.insert(g as usize);
         debug_assert_eq!(inserted, handle);
         drop(threads);
         green::det_point();
         return handle;
     }
-    // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
-    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg) };
 
     // Under `lookahead` C-- code runs on stack chunks: the native stack stays small.
     #[allow(non_snake_case)]
@@ -120,6 +120,9 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
     // thread included) can join it; the new thread only takes the lock in its own sthread_* calls.
     let mut threads = table();
     let handle = threads.next_handle();
+    let race = crate::race::fork(handle);
+    // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
+    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg, race) };
     let mut tid: libc::pthread_t = 0;
     // SAFETY: `attr` is initialized; `routine` is a valid start routine for `routine_arg`.
     let rc = unsafe { libc::pthread_create(&mut tid, attr.as_ptr(), routine, routine_arg) };
@@ -135,7 +138,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
             THREAD_FAILURE_EXIT_STATUS,
         );
     }
-    let inserted = threads.insert(tid);
+    let inserted = threads.insert((tid, race as usize));
     debug_assert_eq!(inserted, handle);
     handle
 }
@@ -159,9 +162,13 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
             green_table().end_join(handle, g, false);
             return libc::EDEADLK;
         }
+        // SAFETY: `g` is a live green thread record (freed only by the join below).
+        let race = unsafe { (*(g as *const green::Green)).race() };
         // SAFETY: `g` is a green thread record from `create`, joined only here (the table
         // marks it as being joined), and not the calling thread.
         let r = unsafe { green::join(g as *const green::Green) };
+        // SAFETY: the thread ended (joined above) and its state is joined once, here.
+        unsafe { crate::race::join(race) };
         green_table().end_join(handle, g, true);
         if !retval.is_null() {
             // SAFETY: `retval` is writable per the contract.
@@ -169,14 +176,18 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
         }
         return 0;
     }
-    let tid = match table().begin_join(handle) {
-        Ok(tid) => tid,
+    let (tid, race) = match table().begin_join(handle) {
+        Ok(t) => t,
         Err(e) => return e.errno(),
     };
     // SAFETY: `tid` is a joinable thread created by sthread_create, joined only here (the
     // table marks it as being joined); `retval` is NULL or writable per the contract.
     let rc = unsafe { libc::pthread_join(tid, retval) };
-    table().end_join(handle, tid, rc == 0);
+    if rc == 0 {
+        // SAFETY: the thread ended (pthread_join succeeded); its state is joined once, here.
+        unsafe { crate::race::join(race as *mut crate::race::RaceThread) };
+    }
+    table().end_join(handle, (tid, race), rc == 0);
     rc
 }
 
@@ -249,11 +260,13 @@ pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
                 THREAD_FAILURE_EXIT_STATUS,
             );
         }
+        crate::race::forget(m as usize);
         // SAFETY: as above, unlocked, and not used again.
         drop(unsafe { Box::from_raw(m) });
         return;
     }
     let m = check_mutex(m, "sthread_mutex_destroy");
+    crate::race::forget(m as usize);
     // SAFETY: per the contract `m` is an unlocked mutex from `Box::into_raw` in
     // sthread_mutex_create, not used again.
     unsafe {
@@ -274,11 +287,13 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
         green::det_point();
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).lock() };
+        crate::race::acquire(m as usize);
         return;
     }
     let m = check_mutex(m, "sthread_mutex_lock");
     // SAFETY: `m` is a live initialized mutex per the contract.
     unsafe { libc::pthread_mutex_lock(m) };
+    crate::race::acquire(m as usize);
 }
 
 /// Unlocks a mutex locked by the calling thread.
@@ -290,12 +305,14 @@ pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_unlock").cast::<crate::green::sync::GreenMutex>();
         let _kept = KeptErrno::new();
+        crate::race::release(m as usize);
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).unlock() };
         green::det_point();
         return;
     }
     let m = check_mutex(m, "sthread_mutex_unlock");
+    crate::race::release(m as usize);
     // SAFETY: `m` is a live initialized mutex per the contract.
     unsafe { libc::pthread_mutex_unlock(m) };
 }

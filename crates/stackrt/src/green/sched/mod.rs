@@ -110,6 +110,8 @@ pub struct Green {
     /// The thread's C stack and entry block under the heap mechanisms.
     heap: UnsafeCell<crate::mech::heap::HeapThreadState>,
     result: UnsafeCell<usize>,
+    /// The race detector's state of the thread (`--race`; null otherwise).
+    race: *mut crate::race::RaceThread,
     join: RawSpin,
     join_state: UnsafeCell<JoinState>,
 }
@@ -348,7 +350,7 @@ pub fn start(abi: u32) -> &'static Green {
         // SAFETY: registering a plain extern "C" function with no arguments.
         unsafe { libc::atexit(print_stats_at_exit) };
     }
-    let main = Box::leak(Box::new(Green::new(0, 0, 0, 0)));
+    let main = Box::leak(Box::new(Green::new(0, 0, 0, 0, crate::race::current())));
     main.started.set(true);
     // SAFETY: nothing else refers to the fresh record yet.
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
@@ -415,9 +417,16 @@ impl Green {
             GreenStack::Block(..) | GreenStack::None => (0, 0),
         };
         crate::signals::set_running_green(self.handle, fixed);
+        crate::race::set_current(self.race);
     }
 
-    fn new(handle: c_int, fp: usize, arg: usize, stack_request: c_int) -> Green {
+    fn new(
+        handle: c_int,
+        fp: usize,
+        arg: usize,
+        stack_request: c_int,
+        race: *mut crate::race::RaceThread,
+    ) -> Green {
         Green {
             sp: UnsafeCell::new(0),
             handle,
@@ -429,6 +438,7 @@ impl Green {
             chain: UnsafeCell::new(ChainState::new()),
             heap: UnsafeCell::new(crate::mech::heap::HeapThreadState::default()),
             result: UnsafeCell::new(0),
+            race,
             join: RawSpin::new(),
             join_state: UnsafeCell::new(JoinState {
                 finished: false,
@@ -440,6 +450,11 @@ impl Green {
     /// The thread's `sthread_*` handle (0: `main`).
     pub fn handle(&self) -> c_int {
         self.handle
+    }
+
+    /// The thread's race detector state (null without `--race`).
+    pub fn race(&self) -> *mut crate::race::RaceThread {
+        self.race
     }
 }
 
@@ -806,10 +821,18 @@ fn yield_direct(s: &Sched) {
     complete_switch();
 }
 
-/// Creates a green thread running `fp(arg)`; returns its record (queued on this worker).
-pub fn create(handle: c_int, fp: usize, arg: usize, stack_request: c_int) -> *const Green {
+/// Creates a green thread running `fp(arg)` with race detector state `race` (null without
+/// `--race`); returns its record (queued on this worker).
+pub fn create(
+    handle: c_int,
+    fp: usize,
+    arg: usize,
+    stack_request: c_int,
+    race: *mut crate::race::RaceThread,
+) -> *const Green {
     let s = sched();
-    let g: *const Green = Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request)));
+    let g: *const Green =
+        Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request, race)));
     if let Some(d) = &s.det {
         lock_det(d).created(handle);
     }

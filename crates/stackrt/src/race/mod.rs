@@ -1,0 +1,366 @@
+//! The race detector of programs compiled with `cmm compile --race`: happens-before with
+//! vector clocks and FastTrack's epochs (`detect`), over shadow memory for the globals and the
+//! heap (`shadow`), with one-line reports (`report`).
+//!
+//! Synchronisation, as the thread library (`crate::threads`) tells it: creating a thread
+//! ([`fork`]: the child starts after everything its parent did), joining one ([`join`]:
+//! everything the thread did, up to its exit, before the joiner goes on), unlocking and locking
+//! a mutex ([`release`], [`acquire`]). Each thread has a slot (at most [`clock::MAX_SLOTS`]
+//! alive at once; a joined thread's slot is reused, its clock going on from where the old
+//! thread's stopped, so old accesses look ordered before the new thread's: missed races, never
+//! false ones) and a vector clock that only it changes, but for the joiner reading it after
+//! the thread ended.
+//!
+//! The running thread's state is a thread-local pointer, set by the OS thread's entry
+//! (`crate::threads::entry`) and, under green threads, by the worker at every switch to a
+//! thread (`crate::green::sched`): so this layer sits below `green`. Nothing here switches
+//! threads, so the instrumented entries may keep the thread-local's value for their whole run.
+
+use core::cell::Cell;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicBool, AtomicI32};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use crate::base::diag::{fail, StackBuf, FATAL_EXIT_STATUS};
+
+pub mod clock;
+pub mod detect;
+pub mod report;
+pub mod shadow;
+
+use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
+
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static ABORT: AtomicBool = AtomicBool::new(false);
+static TABLES: OnceLock<report::Tables> = OnceLock::new();
+
+/// Whether the program was compiled with `--race` (set once at start).
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Relaxed)
+}
+
+/// One thread as the detector sees it.
+pub struct RaceThread {
+    slot: usize,
+    vc: VClock,
+}
+
+thread_local! {
+    /// The running thread's state (null: not a thread of the program, or detection off).
+    static CURRENT: Cell<*mut RaceThread> = const { Cell::new(core::ptr::null_mut()) };
+}
+
+/// The running thread's state (null when detection is off).
+pub fn current() -> *mut RaceThread {
+    CURRENT.with(|c| c.get())
+}
+
+/// Makes `t` the calling OS thread's running thread (a thread's entry; a green thread's
+/// worker when it switches to it).
+pub fn set_current(t: *mut RaceThread) {
+    CURRENT.with(|c| c.set(t));
+}
+
+struct Slots {
+    free: Vec<usize>,
+    next: usize,
+    /// The last clock of each slot's previous thread.
+    last: Vec<u32>,
+}
+
+static SLOTS: Mutex<Slots> = Mutex::new(Slots {
+    free: Vec::new(),
+    next: 0,
+    last: Vec::new(),
+});
+/// The `sthread_*` handle of each slot's thread (0 is `main`), for the reports.
+static HANDLES: [AtomicI32; MAX_SLOTS] = [const { AtomicI32::new(0) }; MAX_SLOTS];
+
+/// Mutexes' clocks at their last unlock, by address.
+static LOCK_CLOCKS: Mutex<Option<HashMap<usize, VClock>>> = Mutex::new(None);
+
+fn slots() -> std::sync::MutexGuard<'static, Slots> {
+    SLOTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn lock_clocks() -> std::sync::MutexGuard<'static, Option<HashMap<usize, VClock>>> {
+    LOCK_CLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn new_thread(handle: c_int, parent: &VClock) -> *mut RaceThread {
+    let mut s = slots();
+    let slot = match s.free.pop() {
+        Some(slot) => slot,
+        None if s.next < MAX_SLOTS => {
+            s.next += 1;
+            s.last.push(0);
+            s.next - 1
+        }
+        None => fail(
+            &format!("stackrt: --race: more than {MAX_SLOTS} threads alive at once"),
+            FATAL_EXIT_STATUS,
+        ),
+    };
+    let start = s.last[slot] + 1;
+    drop(s);
+    HANDLES[slot].store(handle, Relaxed);
+    let mut vc = parent.clone();
+    vc.set(slot, start);
+    Box::into_raw(Box::new(RaceThread { slot, vc }))
+}
+
+fn tick(t: &mut RaceThread) {
+    let c = t.vc.get(t.slot) + 1;
+    if c > MAX_CLOCK {
+        fail(
+            &format!("stackrt: --race: a thread synchronised more than {MAX_CLOCK} times"),
+            FATAL_EXIT_STATUS,
+        );
+    }
+    t.vc.set(t.slot, c);
+}
+
+/// Turns detection on if the program was compiled with `--race`: reads `STACKRT_RACE`, maps
+/// the shadow directory, tracks the globals and makes the calling (main) thread thread 0.
+pub fn start() {
+    use crate::base::program::{race_globals, race_sites, race_strings};
+    if race_sites() == 0 {
+        return;
+    }
+    match std::env::var("STACKRT_RACE").as_deref() {
+        Err(_) | Ok("") | Ok("report") => {}
+        Ok("abort") => ABORT.store(true, Relaxed),
+        Ok(other) => fail(
+            &format!("stackrt: STACKRT_RACE={other:?} is neither \"report\" nor \"abort\""),
+            FATAL_EXIT_STATUS,
+        ),
+    }
+    shadow::init();
+    let tables = report::Tables {
+        sites: race_sites() as *const u32,
+        strings: race_strings() as *const u8,
+        globals: race_globals() as *const usize,
+    };
+    for (addr, size, _) in tables.globals() {
+        shadow::track(addr, size);
+    }
+    let _ = TABLES.set(tables);
+    *lock_clocks() = Some(HashMap::new());
+    set_current(new_thread(0, &VClock::new()));
+    ENABLED.store(true, Relaxed);
+}
+
+/// `sthread_create` in the parent, before the child can run: the child's state, which starts
+/// after everything the parent did (null when detection is off).
+pub fn fork(handle: c_int) -> *mut RaceThread {
+    let cur = current();
+    if cur.is_null() {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: the running thread's state is changed only by the thread itself.
+    let parent = unsafe { &mut *cur };
+    let child = new_thread(handle, &parent.vc);
+    tick(parent);
+    child
+}
+
+/// `sthread_join` once `child` (from [`fork`]) has ended: the joiner goes on after everything
+/// the child did; the child's state is freed and its slot reused.
+///
+/// # Safety
+/// `child` comes from [`fork`], its thread has ended, and it is joined once.
+pub unsafe fn join(child: *mut RaceThread) {
+    if child.is_null() {
+        return;
+    }
+    // SAFETY: per the contract the child ended and nobody else refers to its state.
+    let child = unsafe { Box::from_raw(child) };
+    let cur = current();
+    if !cur.is_null() {
+        // SAFETY: as in `fork`.
+        unsafe { (*cur).vc.join(&child.vc) };
+    }
+    let mut s = slots();
+    s.last[child.slot] = child.vc.get(child.slot);
+    s.free.push(child.slot);
+}
+
+/// Before unlocking mutex `m`: its next locker goes on after everything done so far.
+pub fn release(m: usize) {
+    let cur = current();
+    if cur.is_null() {
+        return;
+    }
+    // SAFETY: as in `fork`.
+    let t = unsafe { &mut *cur };
+    if let Some(map) = lock_clocks().as_mut() {
+        map.insert(m, t.vc.clone());
+    }
+    tick(t);
+}
+
+/// After locking mutex `m`: everything done before its last unlock happened before.
+pub fn acquire(m: usize) {
+    let cur = current();
+    if cur.is_null() {
+        return;
+    }
+    // SAFETY: as in `fork`.
+    let t = unsafe { &mut *cur };
+    if let Some(vc) = lock_clocks().as_ref().and_then(|map| map.get(&m)) {
+        t.vc.join(vc);
+    }
+}
+
+/// Mutex `m` is destroyed (its address may name another mutex later).
+pub fn forget(m: usize) {
+    if let Some(map) = lock_clocks().as_mut() {
+        map.remove(&m);
+    }
+}
+
+fn access(addr: usize, size: c_int, site: c_int, write: bool) {
+    let cur = current();
+    if cur.is_null() || size <= 0 {
+        return;
+    }
+    // SAFETY: the running thread's state; only this thread changes it, and nothing here
+    // switches threads.
+    let t = unsafe { &*cur };
+    let own = t.vc.get(t.slot);
+    let end = addr.saturating_add(size as usize);
+    let mut a = addr & !3;
+    while a < end {
+        if let Some(cell) = shadow::tracked_cell(a) {
+            let lo = addr.max(a) - a;
+            let hi = end.min(a + 4) - a;
+            let mask = ((1u32 << hi) - 1) & !((1u32 << lo) - 1);
+            let acc = clock::access(own, t.slot, mask, site as u32);
+            let redundant = if write {
+                detect::write_is_redundant(cell, acc)
+            } else {
+                detect::read_is_redundant(cell, acc)
+            };
+            if !redundant {
+                let l = shadow::lock_for(a);
+                l.lock();
+                let race = if write {
+                    detect::write(cell, acc, &t.vc)
+                } else {
+                    detect::read(cell, acc, &t.vc)
+                };
+                l.unlock();
+                if let Some(r) = race {
+                    report_race(addr, size as usize, write, t, site as u32, &r);
+                }
+            }
+        }
+        a += 4;
+    }
+}
+
+#[cold]
+fn report_race(addr: usize, size: usize, write: bool, t: &RaceThread, site: u32, r: &detect::Race) {
+    if !report::first_time(site, clock::site(r.prev)) {
+        return;
+    }
+    let Some(tables) = TABLES.get() else { return };
+    let cur = report::Current {
+        addr,
+        size,
+        write,
+        thread: HANDLES[t.slot].load(Relaxed),
+        site,
+    };
+    let mut line = StackBuf::<1024>::new();
+    let prev_thread = HANDLES[clock::slot(r.prev)].load(Relaxed);
+    report::format(tables, &cur, r, prev_thread, &mut line);
+    line.write_to_stderr();
+    if ABORT.load(Relaxed) {
+        // SAFETY: fflush(NULL) flushes every stdio stream (the program's output so far); _exit
+        // then ends the process without running atexit handlers while other threads run.
+        unsafe {
+            libc::fflush(core::ptr::null_mut());
+            libc::_exit(report::RACE_EXIT_STATUS);
+        }
+    }
+}
+
+/// Called by `--race` code before a load of `size` bytes at `addr`, at site `site`.
+#[no_mangle]
+pub extern "C" fn __stackrt_race_read(addr: *const c_void, size: c_int, site: c_int) {
+    access(addr as usize, size, site, false);
+}
+
+/// Called by `--race` code before a store of `size` bytes at `addr`, at site `site`.
+#[no_mangle]
+pub extern "C" fn __stackrt_race_write(addr: *const c_void, size: c_int, site: c_int) {
+    access(addr as usize, size, site, true);
+}
+
+/// `malloc` of a `--race` program: the block is tracked, with no accesses yet.
+#[no_mangle]
+pub extern "C" fn __stackrt_race_malloc(n: usize) -> *mut c_void {
+    // SAFETY: malloc has no preconditions.
+    let p = unsafe { libc::malloc(n) };
+    if !p.is_null() && enabled() {
+        shadow::track(p as usize, n);
+    }
+    p
+}
+
+/// `calloc` of a `--race` program.
+#[no_mangle]
+pub extern "C" fn __stackrt_race_calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: calloc has no preconditions.
+    let p = unsafe { libc::calloc(n, size) };
+    if !p.is_null() && enabled() {
+        shadow::track(p as usize, n.saturating_mul(size));
+    }
+    p
+}
+
+/// `realloc` of a `--race` program: the old block is forgotten, the new one tracked.
+///
+/// # Safety
+/// As `realloc`: `p` is NULL or a live block from the allocator.
+#[no_mangle]
+pub unsafe extern "C" fn __stackrt_race_realloc(p: *mut c_void, n: usize) -> *mut c_void {
+    // SAFETY: per the contract `p` is NULL or a live block.
+    let old = if p.is_null() {
+        0
+    } else {
+        unsafe { libc::malloc_usable_size(p) }
+    };
+    if old != 0 && enabled() {
+        shadow::untrack(p as usize, old);
+    }
+    // SAFETY: per the contract.
+    let q = unsafe { libc::realloc(p, n) };
+    if enabled() {
+        if !q.is_null() {
+            shadow::track(q as usize, n);
+        } else if old != 0 {
+            shadow::track(p as usize, old);
+        }
+    }
+    q
+}
+
+/// `free` of a `--race` program: the block's accesses are forgotten (another thread may get
+/// its memory from `malloc` with no synchronisation the detector sees).
+///
+/// # Safety
+/// As `free`: `p` is NULL or a live block from the allocator.
+#[no_mangle]
+pub unsafe extern "C" fn __stackrt_race_free(p: *mut c_void) {
+    if !p.is_null() && enabled() {
+        // SAFETY: per the contract `p` is a live block.
+        shadow::untrack(p as usize, unsafe { libc::malloc_usable_size(p) });
+    }
+    // SAFETY: per the contract.
+    unsafe { libc::free(p) }
+}

@@ -1,0 +1,193 @@
+//! Shadow memory of the race detector: which memory is tracked, and a [`Cell`] per tracked
+//! 4-byte word.
+//!
+//! Only the program's globals and the blocks it got from `malloc`/`calloc`/`realloc` (through
+//! the runtime's wrappers, `cmm_codegen::race`) are tracked. Stack memory is not: it passes
+//! from thread to thread with no synchronisation the detector sees (a stack chunk from the
+//! shared pool, a heap mechanism's frame block on a worker's free list, a reused fixed stack),
+//! so its old accesses would look like races with the new owner's.
+//!
+//! The address space is cut into 4 MiB regions; a region's shadow (a bitmap of tracked words
+//! and 16 bytes of [`Cell`] per word: 16 MiB + 128 KiB of address space, `MAP_NORESERVE`, so
+//! only touched pages cost memory) is mapped when memory in it is first tracked, and installed
+//! in a directory mapped at start (2^25 words on x86-64, 1024 on i686) with a compare-and-swap.
+//! Regions are never unmapped. Cells are locked by address-hashed spin locks.
+
+use core::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed};
+use core::sync::atomic::{AtomicPtr, AtomicU32};
+
+use crate::base::diag::fail;
+use crate::base::spin::RawSpin;
+
+use super::detect::{self, Cell};
+
+const REGION_SHIFT: u32 = 22;
+const WORDS: usize = 1 << (REGION_SHIFT - 2);
+#[cfg(target_pointer_width = "64")]
+const ADDRESS_BITS: u32 = 47;
+#[cfg(target_pointer_width = "32")]
+const ADDRESS_BITS: u32 = 32;
+const REGIONS: usize = 1 << (ADDRESS_BITS - REGION_SHIFT);
+
+/// The shadow of one region.
+#[repr(C)]
+struct Region {
+    tracked: [AtomicU32; WORDS / 32],
+    cells: [Cell; WORDS],
+}
+
+static DIRECTORY: AtomicPtr<AtomicPtr<Region>> = AtomicPtr::new(core::ptr::null_mut());
+/// Exit status of the detector's own failures (out of address space for shadow memory).
+const SHADOW_FAILURE_STATUS: i32 = 70;
+
+fn map(bytes: usize, what: &str) -> *mut u8 {
+    // SAFETY: an anonymous private mapping has no preconditions; the result is checked.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        fail(
+            &format!("stackrt: --race: cannot map {bytes} bytes of {what}"),
+            SHADOW_FAILURE_STATUS,
+        );
+    }
+    p.cast()
+}
+
+/// Maps the region directory; idempotent.
+pub fn init() {
+    if DIRECTORY.load(Acquire).is_null() {
+        let d = map(REGIONS * core::mem::size_of::<usize>(), "the shadow directory");
+        if DIRECTORY
+            .compare_exchange(core::ptr::null_mut(), d.cast(), AcqRel, Acquire)
+            .is_err()
+        {
+            // SAFETY: `d` was mapped above with this size and lost the race: nobody uses it.
+            unsafe { libc::munmap(d.cast(), REGIONS * core::mem::size_of::<usize>()) };
+        }
+    }
+}
+
+fn slot(addr: usize) -> Option<&'static AtomicPtr<Region>> {
+    let d = DIRECTORY.load(Acquire);
+    let i = addr >> REGION_SHIFT;
+    if d.is_null() || i >= REGIONS {
+        return None;
+    }
+    // SAFETY: the directory has REGIONS words and is never unmapped.
+    Some(unsafe { &*d.add(i) })
+}
+
+fn region(addr: usize) -> Option<&'static Region> {
+    let r = slot(addr)?.load(Acquire);
+    // SAFETY: installed regions are never unmapped.
+    (!r.is_null()).then(|| unsafe { &*r })
+}
+
+fn region_or_map(addr: usize) -> Option<&'static Region> {
+    let s = slot(addr)?;
+    let r = s.load(Acquire);
+    if !r.is_null() {
+        // SAFETY: installed regions are never unmapped.
+        return Some(unsafe { &*r });
+    }
+    let size = core::mem::size_of::<Region>();
+    let fresh = map(size, "shadow memory").cast::<Region>();
+    match s.compare_exchange(core::ptr::null_mut(), fresh, AcqRel, Acquire) {
+        // SAFETY: just installed; zeroed memory is a valid Region (atomics of 0).
+        Ok(_) => Some(unsafe { &*fresh }),
+        Err(other) => {
+            // SAFETY: `fresh` lost the race and was never shared.
+            unsafe { libc::munmap(fresh.cast(), size) };
+            // SAFETY: installed regions are never unmapped.
+            Some(unsafe { &*other })
+        }
+    }
+}
+
+fn word_index(addr: usize) -> usize {
+    (addr >> 2) & (WORDS - 1)
+}
+
+/// The cell of the word at `addr` if it is tracked.
+#[inline]
+pub fn tracked_cell(addr: usize) -> Option<&'static Cell> {
+    let r = region(addr)?;
+    let w = word_index(addr);
+    let bit = r.tracked[w / 32].load(Relaxed) & (1 << (w % 32)) != 0;
+    bit.then(|| &r.cells[w])
+}
+
+const STRIPES: usize = 1024;
+static LOCKS: [RawSpin; STRIPES] = [const { RawSpin::new() }; STRIPES];
+
+/// The lock of the cell of the word at `addr`.
+#[inline]
+pub fn lock_for(addr: usize) -> &'static RawSpin {
+    &LOCKS[(addr >> 2) % STRIPES]
+}
+
+/// Starts tracking `[addr, addr + len)` (memory just allocated). Its cells are clear: cells
+/// change only while tracked, and [`untrack`] clears them.
+pub fn track(addr: usize, len: usize) {
+    for_words(addr, len, true, |r, first, bits| {
+        r.tracked[first / 32].fetch_or(bits, Relaxed);
+    });
+}
+
+/// Stops tracking `[addr, addr + len)` (memory being freed) and forgets its accesses.
+pub fn untrack(addr: usize, len: usize) {
+    for_words(addr, len, false, |r, first, bits| {
+        r.tracked[first / 32].fetch_and(!bits, Relaxed);
+        for i in 0..32 {
+            if bits & (1 << i) == 0 {
+                continue;
+            }
+            let c = &r.cells[first + i];
+            // Untouched cells stay unwritten, so freeing a large block commits no shadow.
+            if c.w.load(Relaxed) != 0 || c.r.load(Relaxed) != 0 {
+                let l = &LOCKS[(first + i) % STRIPES];
+                l.lock();
+                detect::reset(c);
+                l.unlock();
+            }
+        }
+    });
+}
+
+/// Calls `f(region, first word of a group of 32, bits of the group in the range)` for every
+/// group of 32 words that `[addr, addr + len)` touches, mapping regions if `map_regions`.
+fn for_words(addr: usize, len: usize, map_regions: bool, f: impl Fn(&Region, usize, u32)) {
+    if len == 0 {
+        return;
+    }
+    let mut a = addr & !3;
+    let end = addr.saturating_add(len);
+    while a < end {
+        let region_end = ((a >> REGION_SHIFT) + 1) << REGION_SHIFT;
+        let group_end = (((a >> 7) + 1) << 7).min(region_end).min(end.next_multiple_of(4));
+        let r = if map_regions {
+            region_or_map(a)
+        } else {
+            region(a)
+        };
+        if let Some(r) = r {
+            let first = word_index(a) & !31;
+            let mut bits = 0u32;
+            let mut w = a;
+            while w < group_end {
+                bits |= 1 << (word_index(w) % 32);
+                w += 4;
+            }
+            f(r, first, bits);
+        }
+        a = group_end;
+    }
+}
