@@ -36,65 +36,79 @@ struct Config {
     green: bool,
     /// `STACKRT_SCHED` of every run (green threads' deterministic scheduler).
     sched: Option<&'static str>,
+    /// `--race`: the same output, and no race report (the corpus is race-free).
+    race: bool,
 }
 
 /// Every configuration the corpus runs in. Add one line per new back end / mechanism / target.
 #[rustfmt::skip]
 const CONFIGS: &[Config] = &[
-    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: false, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: false, sched: None },
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: false, sched: None, race: false },
     // The smallest chunk size accepted: many overflows and underflows, and every extern call
     // (8 KiB budget) and any frame over the 4 KiB chunk's capacity reserves more than a
     // standard chunk holds, so it runs on a larger chunk the runtime links for it.
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: false, sched: None, race: false },
     // MMU: the default chunk size (1 MiB on x86-64, 128 KiB on i686) and the smallest (a guard
     // fault every few calls; every C call's probes reach past a 4 KiB chunk into a larger one).
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096), green: false, sched: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: false, sched: None },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: Some(4096), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: Some(4096), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: false, sched: None, race: false },
     // Heap: the default 64 KiB slabs and the smallest (a new slab every few dozen frames, and
     // blocks of the larger classes on slabs the runtime sizes for them); and the thesis's
     // malloc variant.
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096), green: false, sched: None },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: false, sched: None },
-    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false, sched: None },
-    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: Some(4096), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None, race: false },
     // Green threads (`--threads green`, two workers as on a 2-CPU machine): the fixed-stack
     // conventions, lookahead with default and smallest chunks, the MMU and heap mechanisms.
-    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: true, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: true, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: None },
-    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: true, sched: None },
-    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: true, sched: None },
-    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: true, sched: None },
-    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: true, sched: None },
-    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: true, sched: None },
-    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: true, sched: None },
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "callee-cleanup", target: "i686", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(32768), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(32768), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: Some(4096), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: Some(4096), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "mmu-reuse", target: "i686", chunk_size: Some(4096), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: true, sched: None, race: false },
     // The deterministic scheduler (one worker, every decision from the seed): the programs'
     // output does not depend on the interleaving, so any seed must give the oracle's.
-    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: Some("random:7") },
-    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: Some("pct:7:3") },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: Some("random:7"), race: false },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: Some("pct:7:3"), race: false },
+    // `--race` (every access that may be shared calls the detector): the oracle's output and
+    // no race report, on both back ends, both targets, every kind of mechanism, both kinds
+    // of threads.
+    Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: false, sched: None, race: true },
+    Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: false, sched: None, race: true },
+    Config { backend: "emit", mech: "callee-cleanup", target: "x86_64", chunk_size: None, green: true, sched: None, race: true },
+    Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: false, sched: None, race: true },
+    Config { backend: "emit", mech: "lookahead", target: "i686", chunk_size: None, green: true, sched: None, race: true },
+    Config { backend: "emit", mech: "mmu", target: "i686", chunk_size: None, green: false, sched: None, race: true },
+    Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: true, sched: None, race: true },
+    Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: true, sched: None, race: true },
+    Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None, race: true },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.
@@ -108,10 +122,15 @@ impl Config {
             None => format!("{}-{}-{}", self.backend, self.mech, self.target),
             Some(c) => format!("{}-{}-{}-chunk{c}", self.backend, self.mech, self.target),
         };
-        match (self.green, self.sched) {
+        let base = match (self.green, self.sched) {
             (true, Some(sched)) => format!("{base}-green-{}", sched.replace(':', "")),
             (true, None) => base + "-green",
             _ => base,
+        };
+        if self.race {
+            base + "-race"
+        } else {
+            base
         }
     }
 
@@ -361,6 +380,7 @@ fn check_program(program: &Program, config: Config, work: &Path) -> Vec<String> 
         } else {
             &[]
         })
+        .args(if config.race { &["--race"][..] } else { &[] })
         .arg("-o")
         .arg(&exe)
         .stdin(Stdio::null())
@@ -410,6 +430,12 @@ fn check_program(program: &Program, config: Config, work: &Path) -> Vec<String> 
                     write!(msg, "    stderr:\n{}", excerpt(&stderr, 5)).unwrap();
                 }
                 failures.push(msg);
+            }
+            Ok((_, stderr)) if config.race && stderr.contains("data race") => {
+                failures.push(format!(
+                    "{run_label}: a race report on a race-free program:\n{}",
+                    excerpt(&stderr, 5)
+                ));
             }
             Ok(_) => {}
         }
