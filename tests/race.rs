@@ -117,11 +117,7 @@ fn race_free_sharing_is_not_reported() {
     for c in CONFIGS {
         let exe = build("tests/race/race_free.cm", dir.path(), c);
         let o = run(&exe, &[]);
-        assert_eq!(
-            text(&o.stdout),
-            "counter 4000 abcd 10 20 sum 40\n",
-            "{c:?}"
-        );
+        assert_eq!(text(&o.stdout), "counter 4000 abcd 10 20 sum 40\n", "{c:?}");
         assert_eq!(text(&o.stderr), "", "{c:?}");
         assert_eq!(o.status.code(), Some(0), "{c:?}");
     }
@@ -161,12 +157,7 @@ fn a_bad_race_setting_is_one_line_and_status_70() {
 #[test]
 fn without_the_flag_nothing_is_reported_or_instrumented() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = compile(
-        &root().join("tests/race/racy.cm"),
-        dir.path(),
-        "plain",
-        &[],
-    );
+    let exe = compile(&root().join("tests/race/racy.cm"), dir.path(), "plain", &[]);
     let o = run(&exe, &[]);
     assert_eq!(text(&o.stdout), "counter 1\n");
     assert_eq!(text(&o.stderr), "");

@@ -102,10 +102,7 @@ fn plain_output_is_what_it_was_before_race() {
     let now = plain_hashes();
     assert!(now.len() > 100, "too few programs: {}", now.len());
     if std::env::var_os("CMM_BLESS").is_some() {
-        let text: String = now
-            .iter()
-            .map(|(k, h)| format!("{k} {h:016x}\n"))
-            .collect();
+        let text: String = now.iter().map(|(k, h)| format!("{k} {h:016x}\n")).collect();
         std::fs::write(golden_path(), text).unwrap();
         return;
     }

@@ -324,7 +324,8 @@ pub(crate) fn emit_data(
                             let _ = writeln!(out, "\t{directive} {v}");
                         }
                         DataWord::Addr(index) => {
-                            let _ = writeln!(out, "\t{directive} {}", p.data[index as usize].symbol);
+                            let _ =
+                                writeln!(out, "\t{directive} {}", p.data[index as usize].symbol);
                         }
                     }
                 }

@@ -83,10 +83,10 @@ pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
     } else if r & SHARED == 0 {
         let same_epoch = clock::epoch_and_mask(clock::with_mask(r, 0))
             == clock::epoch_and_mask(clock::with_mask(acc, 0));
-        if same_epoch {
-            // One thread, one epoch: its reads are ordered alike with everything else.
-            cell.r
-                .store(clock::with_mask(acc, clock::mask(r) | clock::mask(acc)), Relaxed);
+        if same_epoch && clock::mask(acc) & !clock::mask(r) == 0 {
+            // One thread, one epoch, no new bytes: the kept read stands for this one (a read
+            // is ordered like every other of its thread's epoch). Its site stays, since a
+            // report must name an access that touched the racing byte.
         } else if c.covers(r) && clock::mask(r) & !clock::mask(acc) == 0 {
             cell.r.store(acc, Relaxed);
         } else {
@@ -127,13 +127,10 @@ pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
         // SAFETY: as in `read`: the set is the cell's, under the lock the caller holds.
         let set = unsafe { &mut *read_set(r) };
         if race.is_none() {
-            race = set
-                .iter()
-                .find(|&&e| conflicts(e, acc, c))
-                .map(|&e| Race {
-                    prev: e,
-                    prev_write: false,
-                });
+            race = set.iter().find(|&&e| conflicts(e, acc, c)).map(|&e| Race {
+                prev: e,
+                prev_write: false,
+            });
         }
         set.retain(|&e| !covered(e));
         if set.is_empty() {

@@ -97,13 +97,7 @@ pub struct Current {
 }
 
 /// Formats the report line of `race` (thread numbers of slots through `thread_of`).
-pub fn format(
-    t: &Tables,
-    cur: &Current,
-    race: &Race,
-    prev_thread: i32,
-    out: &mut StackBuf<1024>,
-) {
+pub fn format(t: &Tables, cur: &Current, race: &Race, prev_thread: i32, out: &mut StackBuf<1024>) {
     use core::fmt::Write as _;
     let _ = out.write_str("stackrt: data race on ");
     match t

@@ -64,7 +64,10 @@ fn map(bytes: usize, what: &str) -> *mut u8 {
 /// Maps the region directory; idempotent.
 pub fn init() {
     if DIRECTORY.load(Acquire).is_null() {
-        let d = map(REGIONS * core::mem::size_of::<usize>(), "the shadow directory");
+        let d = map(
+            REGIONS * core::mem::size_of::<usize>(),
+            "the shadow directory",
+        );
         if DIRECTORY
             .compare_exchange(core::ptr::null_mut(), d.cast(), AcqRel, Acquire)
             .is_err()
@@ -172,7 +175,9 @@ fn for_words(addr: usize, len: usize, map_regions: bool, f: impl Fn(&Region, usi
     let end = addr.saturating_add(len);
     while a < end {
         let region_end = ((a >> REGION_SHIFT) + 1) << REGION_SHIFT;
-        let group_end = (((a >> 7) + 1) << 7).min(region_end).min(end.next_multiple_of(4));
+        let group_end = (((a >> 7) + 1) << 7)
+            .min(region_end)
+            .min(end.next_multiple_of(4));
         let r = if map_regions {
             region_or_map(a)
         } else {

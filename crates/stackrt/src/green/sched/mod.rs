@@ -831,8 +831,7 @@ pub fn create(
     race: *mut crate::race::RaceThread,
 ) -> *const Green {
     let s = sched();
-    let g: *const Green =
-        Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request, race)));
+    let g: *const Green = Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request, race)));
     if let Some(d) = &s.det {
         lock_det(d).created(handle);
     }
