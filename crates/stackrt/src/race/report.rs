@@ -116,9 +116,9 @@ pub fn format(t: &Tables, cur: &Current, race: &Race, prev_thread: i32, out: &mu
         }
     }
     let kind = |w: bool| if w { "write" } else { "read" };
-    let _ = write!(
+    let _ = writeln!(
         out,
-        ": {} by thread {} at {}, previous {} by thread {} at {}, not ordered\n",
+        ": {} by thread {} at {}, previous {} by thread {} at {}, not ordered",
         kind(cur.write),
         cur.thread,
         core::str::from_utf8(t.site(cur.site)).unwrap_or("?"),
