@@ -20,12 +20,19 @@
 //! (`tests/race_model.rs` checks both against a full vector-clock model).
 //!
 //! The caller holds the cell's lock (`shadow::lock_for`) for [`read`] and [`write`]; the
-//! same-epoch fast paths ([`read_is_redundant`], [`write_is_redundant`]) only load.
+//! same-epoch fast paths ([`read_is_redundant`], [`write_is_redundant`]) only load, the read
+//! one also from a cell's read set (data read by several threads, each again and again in one
+//! epoch, is FastTrack's common shared case). Read sets are therefore type-stable: blocks of
+//! atomic words that go back to a pool, never to the allocator, so a fast path that loads a
+//! set just released and reused for another cell reads valid memory; at worst it finds an
+//! entry of its own from that other cell and skips recording a read: a missed race, never a
+//! false one.
 
-use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicPtr, AtomicU64};
 
 use super::clock::{self, VClock, SHARED};
+use crate::base::spin::SpinLock;
 
 /// The shadow of one 4-byte word: the last write and the last read (or a set of reads).
 #[derive(Debug, Default)]
@@ -43,6 +50,104 @@ pub struct Race {
     pub prev_write: bool,
 }
 
+/// Reads of a cell by threads whose reads are not ordered: up to 7 access words (0: free),
+/// then a further block. 64 bytes.
+#[repr(C, align(64))]
+pub struct ReadSet {
+    entries: [AtomicU64; 7],
+    next: AtomicPtr<ReadSet>,
+}
+
+/// Released read sets, linked through `next`.
+static POOL: SpinLock<usize> = SpinLock::new(0);
+const BATCH: usize = 256;
+
+fn new_set() -> &'static ReadSet {
+    let p = POOL.with(|head| {
+        if *head == 0 {
+            // A batch leaked on purpose: sets are never given back to the allocator (see the
+            // module docs).
+            let batch: &'static mut [ReadSet] = Box::leak(
+                (0..BATCH)
+                    .map(|_| ReadSet {
+                        entries: Default::default(),
+                        next: AtomicPtr::new(core::ptr::null_mut()),
+                    })
+                    .collect(),
+            );
+            for s in batch.iter_mut() {
+                s.next.store(*head as *mut ReadSet, Relaxed);
+                *head = s as *mut ReadSet as usize;
+            }
+        }
+        let s = *head as *mut ReadSet;
+        // SAFETY: pool entries are leaked, never freed, ReadSets.
+        *head = unsafe { (*s).next.load(Relaxed) } as usize;
+        s
+    });
+    // SAFETY: as above; the set is now the caller's alone.
+    let s = unsafe { &*p };
+    s.next.store(core::ptr::null_mut(), Relaxed);
+    for e in &s.entries {
+        e.store(0, Relaxed);
+    }
+    s
+}
+
+/// Gives a set and its further blocks back to the pool.
+fn release_set(mut s: *mut ReadSet) {
+    while !s.is_null() {
+        // SAFETY: sets are leaked ReadSets; this chain was the releasing cell's.
+        let next = unsafe { (*s).next.load(Relaxed) };
+        POOL.with(|head| {
+            // SAFETY: as above.
+            unsafe { (*s).next.store(*head as *mut ReadSet, Relaxed) };
+            *head = s as usize;
+        });
+        s = next;
+    }
+}
+
+fn set_of(r: u64) -> *mut ReadSet {
+    (r & !SHARED) as usize as *mut ReadSet
+}
+
+/// Calls `f` on every entry word of the set chain starting at `s`.
+fn for_entries(s: *mut ReadSet, mut f: impl FnMut(&AtomicU64)) {
+    let mut s = s;
+    while !s.is_null() {
+        // SAFETY: sets are leaked ReadSets (type-stable).
+        let set = unsafe { &*s };
+        for e in &set.entries {
+            f(e);
+        }
+        s = set.next.load(Relaxed);
+    }
+}
+
+/// Puts `acc` into the first free entry of the chain at `s`, adding a block if all are used.
+/// The caller holds the cell's lock.
+fn insert(s: *mut ReadSet, acc: u64) {
+    let mut s = s;
+    loop {
+        // SAFETY: sets are leaked ReadSets (type-stable).
+        let set = unsafe { &*s };
+        if let Some(e) = set.entries.iter().find(|e| e.load(Relaxed) == 0) {
+            e.store(acc, Relaxed);
+            return;
+        }
+        let next = set.next.load(Relaxed);
+        if next.is_null() {
+            let fresh = new_set();
+            fresh.entries[0].store(acc, Relaxed);
+            set.next
+                .store(fresh as *const ReadSet as *mut ReadSet, Relaxed);
+            return;
+        }
+        s = next;
+    }
+}
+
 fn conflicts(prev: u64, acc: u64, c: &VClock) -> bool {
     prev != 0
         && clock::slot(prev) != clock::slot(acc)
@@ -50,16 +155,34 @@ fn conflicts(prev: u64, acc: u64, c: &VClock) -> bool {
         && !c.covers(prev)
 }
 
-/// The reads of a cell in set mode.
-fn read_set(r: u64) -> *mut Vec<u64> {
-    (r & !SHARED) as usize as *mut Vec<u64>
+/// Whether entry `e` is a read of the same thread in the same epoch covering `acc`'s bytes.
+fn same_epoch_covering(e: u64, acc: u64) -> bool {
+    clock::epoch_and_mask(clock::with_mask(e, 0)) == clock::epoch_and_mask(clock::with_mask(acc, 0))
+        && clock::mask(acc) & !clock::mask(e) == 0
 }
 
-/// Whether a read `acc` adds nothing: the same thread read the same bytes in the same epoch.
+/// Whether a read `acc` adds nothing: the same thread read the same bytes in the same epoch
+/// (the last read, or one in the read set). Loads only.
 #[inline]
 pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
     let r = cell.r.load(Relaxed);
-    r & SHARED == 0 && clock::epoch_and_mask(r) == clock::epoch_and_mask(acc)
+    if r & SHARED == 0 {
+        return r != 0 && same_epoch_covering(r, acc);
+    }
+    let mut s = set_of(r);
+    while !s.is_null() {
+        // SAFETY: sets are leaked ReadSets (type-stable), whichever cell has them now.
+        let set = unsafe { &*s };
+        if set
+            .entries
+            .iter()
+            .any(|e| same_epoch_covering(e.load(Relaxed), acc))
+        {
+            return true;
+        }
+        s = set.next.load(Relaxed);
+    }
+    false
 }
 
 /// Whether a write `acc` adds nothing: the same thread wrote the same bytes in the same epoch
@@ -67,7 +190,7 @@ pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
 #[inline]
 pub fn write_is_redundant(cell: &Cell, acc: u64) -> bool {
     let w = cell.w.load(Relaxed);
-    clock::epoch_and_mask(w) == clock::epoch_and_mask(acc) && cell.r.load(Relaxed) == 0
+    w != 0 && same_epoch_covering(w, acc) && cell.r.load(Relaxed) == 0
 }
 
 /// A read `acc` by a thread with clock `c`. The caller holds the cell's lock.
@@ -78,36 +201,38 @@ pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
         prev_write: true,
     });
     let r = cell.r.load(Relaxed);
+    let replaces = |e: u64| c.covers(e) && clock::mask(e) & !clock::mask(acc) == 0;
     if r == 0 {
         cell.r.store(acc, Relaxed);
     } else if r & SHARED == 0 {
-        let same_epoch = clock::epoch_and_mask(clock::with_mask(r, 0))
-            == clock::epoch_and_mask(clock::with_mask(acc, 0));
-        if same_epoch && clock::mask(acc) & !clock::mask(r) == 0 {
+        if same_epoch_covering(r, acc) {
             // One thread, one epoch, no new bytes: the kept read stands for this one (a read
             // is ordered like every other of its thread's epoch). Its site stays, since a
             // report must name an access that touched the racing byte.
-        } else if c.covers(r) && clock::mask(r) & !clock::mask(acc) == 0 {
+        } else if replaces(r) {
             cell.r.store(acc, Relaxed);
         } else {
-            let set = Box::new(vec![r, acc]);
+            let set = new_set();
+            set.entries[0].store(r, Relaxed);
+            set.entries[1].store(acc, Relaxed);
             cell.r
-                .store(SHARED | Box::into_raw(set) as usize as u64, Relaxed);
+                .store(SHARED | set as *const ReadSet as usize as u64, Relaxed);
         }
     } else {
-        // SAFETY: a SHARED read word holds a live `Box<Vec<u64>>` owned by the cell, changed
-        // only under the cell's lock, which the caller holds.
-        let set = unsafe { &mut *read_set(r) };
-        let key = clock::epoch_and_mask(clock::with_mask(acc, 0));
-        let known = set.iter().any(|&e| {
-            clock::epoch_and_mask(clock::with_mask(e, 0)) == key
-                && clock::mask(acc) & !clock::mask(e) == 0
+        let s = set_of(r);
+        let mut known = false;
+        for_entries(s, |e| {
+            let v = e.load(Relaxed);
+            known = known || same_epoch_covering(v, acc);
         });
-        // Read-shared data read again by a thread in the same epoch (FastTrack's most common
-        // shared case) changes nothing.
         if !known {
-            set.retain(|&e| !(c.covers(e) && clock::mask(e) & !clock::mask(acc) == 0));
-            set.push(acc);
+            for_entries(s, |e| {
+                let v = e.load(Relaxed);
+                if v != 0 && replaces(v) {
+                    e.store(0, Relaxed);
+                }
+            });
+            insert(s, acc);
         }
     }
     race
@@ -133,19 +258,28 @@ pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
             cell.r.store(0, Relaxed);
         }
     } else if r != 0 {
-        // SAFETY: as in `read`: the set is the cell's, under the lock the caller holds.
-        let set = unsafe { &mut *read_set(r) };
-        if race.is_none() {
-            race = set.iter().find(|&&e| conflicts(e, acc, c)).map(|&e| Race {
-                prev: e,
-                prev_write: false,
-            });
-        }
-        set.retain(|&e| !covered(e));
-        if set.is_empty() {
+        let s = set_of(r);
+        let mut left = 0;
+        for_entries(s, |e| {
+            let v = e.load(Relaxed);
+            if v == 0 {
+                return;
+            }
+            if race.is_none() && conflicts(v, acc, c) {
+                race = Some(Race {
+                    prev: v,
+                    prev_write: false,
+                });
+            }
+            if covered(v) {
+                e.store(0, Relaxed);
+            } else {
+                left += 1;
+            }
+        });
+        if left == 0 {
             cell.r.store(0, Relaxed);
-            // SAFETY: the set was the cell's own box; the word no longer refers to it.
-            drop(unsafe { Box::from_raw(read_set(r)) });
+            release_set(s);
         }
     }
     cell.w.store(acc, Relaxed);
@@ -153,12 +287,11 @@ pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
 }
 
 /// Forgets every access to the cell (its memory was freed or is allocated anew). The caller
-/// holds the cell's lock or owns the memory exclusively.
+/// holds the cell's lock.
 pub fn reset(cell: &Cell) {
     let r = cell.r.swap(0, Relaxed);
     if r & SHARED != 0 {
-        // SAFETY: the set was the cell's own box; the word no longer refers to it.
-        drop(unsafe { Box::from_raw(read_set(r)) });
+        release_set(set_of(r));
     }
     cell.w.store(0, Relaxed);
 }
