@@ -169,3 +169,63 @@ fn without_the_flag_nothing_is_reported_or_instrumented() {
     assert!(asm.status.success());
     assert!(!text(&asm.stdout).contains("__stackrt_race"));
 }
+
+/// Runs `exe` under `STACKRT_SCHED=sched` (one worker), returning stdout.
+fn run_sched(exe: &std::path::Path, sched: &str, trace: Option<&std::path::Path>) -> String {
+    let mut cmd = Command::new(exe);
+    cmd.env("STACKRT_SCHED", sched).env_remove("STACKRT_RACE");
+    if let Some(t) = trace {
+        cmd.env("STACKRT_SCHED_TRACE", t);
+    }
+    let o = run_within(cmd, Duration::from_secs(60), sched);
+    assert_eq!(o.status.code(), Some(0), "{sched}: {}", text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// The seeds of 1..=100 whose run of `exe` under `sched(seed)` loses an update.
+fn losing_seeds(exe: &std::path::Path, sched: impl Fn(u32) -> String) -> Vec<u32> {
+    (1..=100)
+        .filter(|&s| run_sched(exe, &sched(s), None) != "counter 15\n")
+        .collect()
+}
+
+#[test]
+fn memory_level_decisions_find_a_lost_update_without_any_yield() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/race/lost_update.cm");
+    for (mech, target) in [("lookahead", "x86_64"), ("traditional", "i686")] {
+        let args = ["--mech", mech, "--target", target, "--threads", "green"];
+        let plain = compile(&src, dir.path(), &format!("plain-{mech}"), &args);
+        let mut race_args = args.to_vec();
+        race_args.push("--race");
+        let race = compile(&src, dir.path(), &format!("race-{mech}"), &race_args);
+        // Without `--race` no decision lies between a read and its write: no seed loses one.
+        assert_eq!(
+            losing_seeds(&plain, |s| format!("random:{s}")),
+            Vec::<u32>::new(),
+            "{mech} {target}"
+        );
+        let random = losing_seeds(&race, |s| format!("random:{s}"));
+        assert!(!random.is_empty(), "{mech} {target}: random found nothing");
+        // PCT with k learned from one run, as shuttle does: the decisions a trace records.
+        let trace = dir.path().join(format!("k-{mech}.trace"));
+        run_sched(&race, "random:1", Some(&trace));
+        let k = std::fs::read_to_string(&trace).unwrap().lines().count() - 1;
+        let pct = losing_seeds(&race, |s| format!("pct:{s}:2:{k}"));
+        assert!(
+            !pct.is_empty(),
+            "{mech} {target}: pct (k = {k}) found nothing"
+        );
+        // A losing seed's trace replays to the same lost update.
+        let seed = pct[0];
+        let t = dir.path().join(format!("lost-{mech}.trace"));
+        let lost = run_sched(&race, &format!("pct:{seed}:2:{k}"), Some(&t));
+        assert_ne!(lost, "counter 15\n");
+        for _ in 0..3 {
+            assert_eq!(
+                run_sched(&race, &format!("replay:{}", t.display()), None),
+                lost
+            );
+        }
+    }
+}

@@ -22,8 +22,12 @@ pub const CLOCK_BITS: u32 = 27;
 pub const MAX_SLOTS: usize = 1 << SLOT_BITS;
 /// Largest clock value.
 pub const MAX_CLOCK: u32 = (1 << CLOCK_BITS) - 1;
-/// Marks a read word that points to a set of reads (`detect`), not an access.
+/// In a read word: it points to a set of reads (`detect`), not an access. In a write word:
+/// the shadow word is *contended*, some access to it raced with another thread's (the
+/// deterministic scheduler takes a decision at every later access to it).
 pub const SHARED: u64 = 1 << 63;
+/// The write word's flag (the same bit as [`SHARED`]).
+pub const CONTENDED: u64 = SHARED;
 
 const MASK_SHIFT: u32 = SITE_BITS;
 const SLOT_SHIFT: u32 = MASK_SHIFT + 4;
@@ -58,10 +62,10 @@ pub fn site(a: u64) -> u32 {
     (a as u32) & ((1 << SITE_BITS) - 1)
 }
 
-/// The epoch and mask of an access word, without its site: two accesses of one thread in one
-/// epoch to the same bytes compare equal (FastTrack's same-epoch fast path).
+/// The epoch and mask of an access word, without its site or flag: two accesses of one
+/// thread in one epoch to the same bytes compare equal (FastTrack's same-epoch fast path).
 pub fn epoch_and_mask(a: u64) -> u64 {
-    a >> MASK_SHIFT
+    (a & !SHARED) >> MASK_SHIFT
 }
 
 /// `a` with byte mask `m`.

@@ -31,7 +31,7 @@
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicPtr, AtomicU64};
 
-use super::clock::{self, VClock, SHARED};
+use super::clock::{self, VClock, CONTENDED, SHARED};
 use crate::base::spin::SpinLock;
 
 /// The shadow of one 4-byte word: the last write and the last read (or a set of reads).
@@ -157,7 +157,9 @@ fn conflicts(prev: u64, acc: u64, c: &VClock) -> bool {
 
 /// Whether entry `e` is a read of the same thread in the same epoch covering `acc`'s bytes.
 fn same_epoch_covering(e: u64, acc: u64) -> bool {
-    clock::epoch_and_mask(clock::with_mask(e, 0)) == clock::epoch_and_mask(clock::with_mask(acc, 0))
+    e != 0
+        && clock::clock(e) == clock::clock(acc)
+        && clock::slot(e) == clock::slot(acc)
         && clock::mask(acc) & !clock::mask(e) == 0
 }
 
@@ -189,17 +191,20 @@ pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
 /// and no read came since (a read since could be another thread's, to be checked).
 #[inline]
 pub fn write_is_redundant(cell: &Cell, acc: u64) -> bool {
-    let w = cell.w.load(Relaxed);
+    let w = cell.w.load(Relaxed) & !CONTENDED;
     w != 0 && same_epoch_covering(w, acc) && cell.r.load(Relaxed) == 0
 }
 
 /// A read `acc` by a thread with clock `c`. The caller holds the cell's lock.
 pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
-    let w = cell.w.load(Relaxed);
+    let w = cell.w.load(Relaxed) & !CONTENDED;
     let race = conflicts(w, acc, c).then_some(Race {
         prev: w,
         prev_write: true,
     });
+    if race.is_some() {
+        cell.w.fetch_or(CONTENDED, Relaxed);
+    }
     let r = cell.r.load(Relaxed);
     let replaces = |e: u64| c.covers(e) && clock::mask(e) & !clock::mask(acc) == 0;
     if r == 0 {
@@ -240,7 +245,8 @@ pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
 
 /// A write `acc` by a thread with clock `c`. The caller holds the cell's lock.
 pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
-    let w = cell.w.load(Relaxed);
+    let flag = cell.w.load(Relaxed) & CONTENDED;
+    let w = cell.w.load(Relaxed) & !CONTENDED;
     let mut race = conflicts(w, acc, c).then_some(Race {
         prev: w,
         prev_write: true,
@@ -282,8 +288,15 @@ pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
             release_set(s);
         }
     }
-    cell.w.store(acc, Relaxed);
+    let contended = if race.is_some() { CONTENDED } else { flag };
+    cell.w.store(acc | contended, Relaxed);
     race
+}
+
+/// Whether some access to the cell raced with another thread's (see [`clock::CONTENDED`]).
+#[inline]
+pub fn is_contended(cell: &Cell) -> bool {
+    cell.w.load(Relaxed) & CONTENDED != 0
 }
 
 /// Forgets every access to the cell (its memory was freed or is allocated anew). The caller

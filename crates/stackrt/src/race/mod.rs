@@ -13,13 +13,14 @@
 //!
 //! The running thread's state is a thread-local pointer, set by the OS thread's entry
 //! (`crate::threads::entry`) and, under green threads, by the worker at every switch to a
-//! thread (`crate::green::sched`): so this layer sits below `green`. Nothing here switches
-//! threads, so the instrumented entries may keep the thread-local's value for their whole run.
+//! thread (`crate::green::sched`): so this layer sits below `green`. Only the deterministic
+//! scheduler's decision hook ([`set_decision_hook`]) switches threads here; an entry keeps its
+//! own thread's state (a heap object, not the thread-local's address) across it.
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::Relaxed;
-use core::sync::atomic::{AtomicBool, AtomicI32};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -33,6 +34,16 @@ pub mod shadow;
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The green scheduler's decision hook (`fn()`), or 0: see [`set_decision_hook`].
+static DECISION_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers `f`, called before an access that races with another thread's (after its report,
+/// if any): the deterministic scheduler takes a decision there (`crate::green::sched`), so a
+/// seed can interleave the accesses of a lost update with no thread-library call between
+/// them. Called with no lock held; it may switch threads.
+pub fn set_decision_hook(f: fn()) {
+    DECISION_HOOK.store(f as usize, Relaxed);
+}
 static ABORT: AtomicBool = AtomicBool::new(false);
 static TABLES: OnceLock<report::Tables> = OnceLock::new();
 
@@ -227,14 +238,20 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     if cur.is_null() || size <= 0 {
         return;
     }
-    // SAFETY: the running thread's state; only this thread changes it, and nothing here
-    // switches threads.
+    // SAFETY: the running thread's state; only this thread changes it (also across a
+    // decision hook's switch: it stays this thread's).
     let t = unsafe { &*cur };
     let own = t.vc.get(t.slot);
     let end = addr.saturating_add(size as usize);
     let mut a = addr & !3;
     while a < end {
         if let Some(cell) = shadow::tracked_cell(a) {
+            // The deterministic scheduler decides before every access to a contended word.
+            let deciding = DECISION_HOOK.load(Relaxed) != 0;
+            let contended = deciding && detect::is_contended(cell);
+            if contended {
+                decide();
+            }
             let lo = addr.max(a) - a;
             let hi = end.min(a + 4) - a;
             let mask = ((1u32 << hi) - 1) & !((1u32 << lo) - 1);
@@ -255,10 +272,24 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
                 l.unlock();
                 if let Some(r) = race {
                     report_race(addr, size as usize, write, t, site as u32, &r);
+                    if deciding && !contended {
+                        // The word just became contended: this access is a decision too.
+                        decide();
+                    }
                 }
             }
         }
         a += 4;
+    }
+}
+
+/// A decision of the deterministic scheduler before a racing access, if one is registered.
+fn decide() {
+    let h = DECISION_HOOK.load(Relaxed);
+    if h != 0 {
+        // SAFETY: the word holds a `fn()` stored by `set_decision_hook`.
+        let f = unsafe { core::mem::transmute::<usize, fn()>(h) };
+        f();
     }
 }
 

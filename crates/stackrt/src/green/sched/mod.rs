@@ -343,6 +343,9 @@ pub fn start(abi: u32) -> &'static Green {
         lock_det(d).created(0);
         // SAFETY: registering a plain extern "C" function with no arguments.
         unsafe { libc::atexit(flush_trace_at_exit) };
+        // `--race`: racing accesses are decisions of the seed too (README, "Memory-level
+        // schedules").
+        crate::race::set_decision_hook(race_decision);
     }
     if s.count_stats {
         s.stats.created.store(1, Relaxed);
@@ -887,6 +890,14 @@ fn preempt_current() {
         s.stats.preemptions.fetch_add(1, Relaxed);
     }
     yield_now();
+}
+
+/// The race detector's decision hook (deterministic mode, `--race`): the running thread is
+/// about to make an access that races with another thread's, and the seed decides who runs
+/// first. Compiled code called the detector between any two instructions: errno is kept.
+fn race_decision() {
+    let _kept = crate::base::os::KeptErrno::new();
+    det_point();
 }
 
 /// A scheduling point of the deterministic mode (create, lock, unlock, join): the running
