@@ -1,6 +1,6 @@
 //! A model of the race detector's rules (`stackrt::race::detect`): random sequences of reads,
 //! writes and synchronisation (lock release/acquire, a thread taking another's clock as a
-//! join does) on four threads and three shadow words, checked against a plain model that
+//! join does) on four threads and three shadow granules, checked against a plain model that
 //! keeps every access with the full vector clock of its thread and calls two accesses a race
 //! when they are by different threads, touch a common byte, one is a write, and neither
 //! happened before the other.
@@ -8,8 +8,8 @@
 //! - Every race the detector reports is one of the model's, with the right earlier access (the
 //!   site of an access word is the access's index here): no false positives, whatever the
 //!   bytes.
-//! - With whole-word accesses the detector reports a race at exactly the access where the
-//!   model first sees one on each word (FastTrack's guarantee), and none before.
+//! - With whole-granule accesses the detector reports a race at exactly the access where the
+//!   model first sees one on each granule (FastTrack's guarantee), and none before.
 
 use proptest::prelude::*;
 use stackrt::race::clock::{self, VClock};
@@ -45,9 +45,9 @@ enum Op {
 
 fn op(whole_words: bool) -> impl Strategy<Value = Op> {
     let mask = if whole_words {
-        Just(0xfu32).boxed()
+        Just(0xffu32).boxed()
     } else {
-        (1u32..16).boxed()
+        (1u32..256).boxed()
     };
     prop_oneof![
         6 => (0..THREADS, 0..WORDS, any::<bool>(), mask).prop_map(|(t, word, write, mask)| Op::Access { t, word, write, mask }),
@@ -226,13 +226,13 @@ fn the_model_check_can_fail_a_detector_that_misses_races() {
         t: 0,
         word: 0,
         write: true,
-        mask: 0xf,
+        mask: 0xff,
     };
     let b = Op::Access {
         t: 1,
         word: 0,
         write: true,
-        mask: 0xf,
+        mask: 0xff,
     };
     assert!(matches!(w.step(&a, 0), Some((None, ref m)) if m.is_empty()));
     let (race, model) = w.step(&b, 1).unwrap();
@@ -245,7 +245,7 @@ fn the_model_check_can_fail_a_detector_that_misses_races() {
         t: 2,
         word: 0,
         write: true,
-        mask: 0xf,
+        mask: 0xff,
     };
     let (race, model) = w.step(&c, 4).unwrap();
     // Thread 0's write is still unordered with thread 2's: a race in both.

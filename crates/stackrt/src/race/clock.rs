@@ -1,23 +1,23 @@
 //! Vector clocks and the packed access words of the race detector (FastTrack's epochs).
 //!
 //! An *access word* (`u64`) is one access as the shadow keeps it: the epoch `clock@slot` of
-//! the thread that made it, the bytes of the 4-byte shadow word it touched (a mask) and its
+//! the thread that made it, the bytes of the 8-byte shadow granule it touched (a mask) and its
 //! site (the compiled access's source location, `cmm_codegen::race`). 0 is "no access".
 //!
 //! ```text
-//!  63      62 .. 36       35 .. 24     23 .. 20    19 .. 0
-//!  SHARED | clock (27) | slot (12) | bytes (4) | site (20)
+//!  63     62 .. 38      37 .. 26     25 .. 18    17 .. 0
+//!  flag | clock (25) | slot (12) | bytes (8) | site (18)
 //! ```
 //!
 //! A thread's own clock starts at 1 and grows at every synchronisation it releases (create,
-//! unlock); 27 bits are 134 million such events per thread slot.
+//! unlock); 25 bits are 33 million such events per thread slot.
 
 /// Bits of the site number.
-pub const SITE_BITS: u32 = 20;
+pub const SITE_BITS: u32 = 18;
 /// Bits of the thread slot: at most this many threads alive at once.
 pub const SLOT_BITS: u32 = 12;
 /// Bits of a thread's clock.
-pub const CLOCK_BITS: u32 = 27;
+pub const CLOCK_BITS: u32 = 25;
 /// Most threads alive at once under `--race` (slots are reused once a thread is joined).
 pub const MAX_SLOTS: usize = 1 << SLOT_BITS;
 /// Largest clock value.
@@ -30,15 +30,15 @@ pub const SHARED: u64 = 1 << 63;
 pub const CONTENDED: u64 = SHARED;
 
 const MASK_SHIFT: u32 = SITE_BITS;
-const SLOT_SHIFT: u32 = MASK_SHIFT + 4;
+const SLOT_SHIFT: u32 = MASK_SHIFT + 8;
 const CLOCK_SHIFT: u32 = SLOT_SHIFT + SLOT_BITS;
 
-/// The access word of `slot` at `clock` touching `mask` (bits 0-3: bytes of the shadow word)
+/// The access word of `slot` at `clock` touching `mask` (bits 0-7: bytes of the shadow granule)
 /// at `site` (reduced to its bits).
 pub fn access(clock: u32, slot: usize, mask: u32, site: u32) -> u64 {
     (u64::from(clock & MAX_CLOCK) << CLOCK_SHIFT)
         | ((slot as u64 & ((1 << SLOT_BITS) - 1)) << SLOT_SHIFT)
-        | (u64::from(mask & 0xf) << MASK_SHIFT)
+        | (u64::from(mask & 0xff) << MASK_SHIFT)
         | u64::from(site & ((1 << SITE_BITS) - 1))
 }
 
@@ -54,7 +54,7 @@ pub fn slot(a: u64) -> usize {
 
 /// The byte mask of an access word.
 pub fn mask(a: u64) -> u32 {
-    ((a >> MASK_SHIFT) as u32) & 0xf
+    ((a >> MASK_SHIFT) as u32) & 0xff
 }
 
 /// The site of an access word.
@@ -70,7 +70,7 @@ pub fn epoch_and_mask(a: u64) -> u64 {
 
 /// `a` with byte mask `m`.
 pub fn with_mask(a: u64, m: u32) -> u64 {
-    (a & !(0xf << MASK_SHIFT)) | (u64::from(m & 0xf) << MASK_SHIFT)
+    (a & !(0xff << MASK_SHIFT)) | (u64::from(m & 0xff) << MASK_SHIFT)
 }
 
 /// A vector clock: one clock per thread slot (absent slots are 0).
@@ -119,16 +119,16 @@ mod tests {
 
     #[test]
     fn access_words_pack_and_unpack_every_field() {
-        let a = access(MAX_CLOCK, MAX_SLOTS - 1, 0b1010, (1 << SITE_BITS) - 1);
+        let a = access(MAX_CLOCK, MAX_SLOTS - 1, 0b1000_1010, (1 << SITE_BITS) - 1);
         assert_eq!(clock(a), MAX_CLOCK);
         assert_eq!(slot(a), MAX_SLOTS - 1);
-        assert_eq!(mask(a), 0b1010);
+        assert_eq!(mask(a), 0b1000_1010);
         assert_eq!(site(a), (1 << SITE_BITS) - 1);
         assert_eq!(a & SHARED, 0);
         let b = access(7, 3, 0b0001, 42);
         assert_eq!((clock(b), slot(b), mask(b), site(b)), (7, 3, 1, 42));
-        assert_eq!(mask(with_mask(b, 0b1111)), 0b1111);
-        assert_eq!(site(with_mask(b, 0b1111)), 42);
+        assert_eq!(mask(with_mask(b, 0xff)), 0xff);
+        assert_eq!(site(with_mask(b, 0xff)), 42);
         assert_eq!(
             epoch_and_mask(access(7, 3, 1, 42)),
             epoch_and_mask(access(7, 3, 1, 9))

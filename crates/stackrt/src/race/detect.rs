@@ -1,6 +1,6 @@
 //! The happens-before check of one access against one shadow word (FastTrack, Flanagan and
-//! Freund, PLDI 2009), with byte masks so that threads writing different bytes of one 4-byte
-//! word (neighbouring `char`s) do not race.
+//! Freund, PLDI 2009), with byte masks so that threads writing different bytes of one 8-byte
+//! granule (neighbouring `char`s) do not race.
 //!
 //! A shadow [`Cell`] keeps the last write (an access word, `clock`) and either the last read
 //! or, once reads of several threads are not ordered with each other, a set of reads (FastTrack's
@@ -34,7 +34,7 @@ use core::sync::atomic::{AtomicPtr, AtomicU64};
 use super::clock::{self, VClock, CONTENDED, SHARED};
 use crate::base::spin::SpinLock;
 
-/// The shadow of one 4-byte word: the last write and the last read (or a set of reads).
+/// The shadow of one 8-byte granule: the last write and the last read (or a set of reads).
 #[derive(Debug, Default)]
 pub struct Cell {
     pub w: AtomicU64,

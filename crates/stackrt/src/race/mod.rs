@@ -32,6 +32,7 @@ pub mod report;
 pub mod shadow;
 
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
+use shadow::GRANULE;
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The green scheduler's decision hook (`fn()`), or 0: see [`set_decision_hook`].
@@ -243,7 +244,7 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     let t = unsafe { &*cur };
     let own = t.vc.get(t.slot);
     let end = addr.saturating_add(size as usize);
-    let mut a = addr & !3;
+    let mut a = addr & !(GRANULE - 1);
     while a < end {
         if let Some(cell) = shadow::tracked_cell(a) {
             // The deterministic scheduler decides before every access to a contended word.
@@ -253,7 +254,7 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
                 decide();
             }
             let lo = addr.max(a) - a;
-            let hi = end.min(a + 4) - a;
+            let hi = end.min(a + GRANULE) - a;
             let mask = ((1u32 << hi) - 1) & !((1u32 << lo) - 1);
             let acc = clock::access(own, t.slot, mask, site as u32);
             let redundant = if write {
@@ -279,7 +280,7 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
                 }
             }
         }
-        a += 4;
+        a += GRANULE;
     }
 }
 

@@ -1,5 +1,5 @@
 //! Shadow memory of the race detector: which memory is tracked, and a [`Cell`] per tracked
-//! 4-byte word.
+//! 8-byte granule (Go's race detector's granule too).
 //!
 //! Only the program's globals and the blocks it got from `malloc`/`calloc`/`realloc` (through
 //! the runtime's wrappers, `cmm_codegen::race`) are tracked. Stack memory is not: it passes
@@ -7,8 +7,8 @@
 //! shared pool, a heap mechanism's frame block on a worker's free list, a reused fixed stack),
 //! so its old accesses would look like races with the new owner's.
 //!
-//! The address space is cut into 4 MiB regions; a region's shadow (a bitmap of tracked words
-//! and 16 bytes of [`Cell`] per word: 16 MiB + 128 KiB of address space, `MAP_NORESERVE`, so
+//! The address space is cut into 4 MiB regions; a region's shadow (a bitmap of tracked granules
+//! and 16 bytes of [`Cell`] per granule: 8 MiB + 64 KiB of address space, `MAP_NORESERVE`, so
 //! only touched pages cost memory) is mapped when memory in it is first tracked, and installed
 //! in a directory mapped at start (2^25 words on x86-64, 1024 on i686) with a compare-and-swap.
 //! Regions are never unmapped. Cells are locked by address-hashed spin locks.
@@ -22,7 +22,9 @@ use crate::base::spin::RawSpin;
 use super::detect::{self, Cell};
 
 const REGION_SHIFT: u32 = 22;
-const WORDS: usize = 1 << (REGION_SHIFT - 2);
+/// Bytes of memory one [`Cell`] shadows.
+pub const GRANULE: usize = 8;
+const WORDS: usize = 1 << (REGION_SHIFT - 3);
 #[cfg(target_pointer_width = "64")]
 const ADDRESS_BITS: u32 = 47;
 #[cfg(target_pointer_width = "32")]
@@ -116,7 +118,7 @@ fn region_or_map(addr: usize) -> Option<&'static Region> {
 }
 
 fn word_index(addr: usize) -> usize {
-    (addr >> 2) & (WORDS - 1)
+    (addr >> 3) & (WORDS - 1)
 }
 
 /// The cell of the word at `addr` if it is tracked.
@@ -134,7 +136,7 @@ static LOCKS: [RawSpin; STRIPES] = [const { RawSpin::new() }; STRIPES];
 /// The lock of the cell of the word at `addr`.
 #[inline]
 pub fn lock_for(addr: usize) -> &'static RawSpin {
-    &LOCKS[(addr >> 2) % STRIPES]
+    &LOCKS[(addr >> 3) % STRIPES]
 }
 
 /// Starts tracking `[addr, addr + len)` (memory just allocated). Its cells are clear: cells
@@ -171,13 +173,14 @@ fn for_words(addr: usize, len: usize, map_regions: bool, f: impl Fn(&Region, usi
     if len == 0 {
         return;
     }
-    let mut a = addr & !3;
+    let mut a = addr & !(GRANULE - 1);
     let end = addr.saturating_add(len);
     while a < end {
         let region_end = ((a >> REGION_SHIFT) + 1) << REGION_SHIFT;
-        let group_end = (((a >> 7) + 1) << 7)
+        // 32 granules: 256 bytes.
+        let group_end = (((a >> 8) + 1) << 8)
             .min(region_end)
-            .min(end.next_multiple_of(4));
+            .min(end.next_multiple_of(GRANULE));
         let r = if map_regions {
             region_or_map(a)
         } else {
@@ -189,7 +192,7 @@ fn for_words(addr: usize, len: usize, map_regions: bool, f: impl Fn(&Region, usi
             let mut w = a;
             while w < group_end {
                 bits |= 1 << (word_index(w) % 32);
-                w += 4;
+                w += GRANULE;
             }
             f(r, first, bits);
         }
