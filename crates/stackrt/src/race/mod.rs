@@ -21,7 +21,7 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::Relaxed;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock};
 
 use crate::base::diag::{fail, StackBuf, FATAL_EXIT_STATUS};
@@ -77,14 +77,16 @@ pub fn set_current(t: *mut RaceThread) {
 }
 
 struct Slots {
-    free: Vec<usize>,
+    /// Slots of joined threads, the longest free first: a report names an earlier access's
+    /// thread by its slot, so a slot is reused as late as possible.
+    free: VecDeque<usize>,
     next: usize,
     /// The last clock of each slot's previous thread.
     last: Vec<u32>,
 }
 
 static SLOTS: Mutex<Slots> = Mutex::new(Slots {
-    free: Vec::new(),
+    free: VecDeque::new(),
     next: 0,
     last: Vec::new(),
 });
@@ -104,7 +106,7 @@ fn lock_clocks() -> std::sync::MutexGuard<'static, Option<HashMap<usize, VClock>
 
 fn new_thread(handle: c_int, parent: &VClock) -> *mut RaceThread {
     let mut s = slots();
-    let slot = match s.free.pop() {
+    let slot = match s.free.pop_front() {
         Some(slot) => slot,
         None if s.next < MAX_SLOTS => {
             s.next += 1;
@@ -197,7 +199,7 @@ pub unsafe fn join(child: *mut RaceThread) {
     }
     let mut s = slots();
     s.last[child.slot] = child.vc.get(child.slot);
-    s.free.push(child.slot);
+    s.free.push_back(child.slot);
 }
 
 /// Before unlocking mutex `m`: its next locker goes on after everything done so far.
