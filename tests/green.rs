@@ -79,6 +79,64 @@ fn a_hundred_thousand_threads_alive_at_once() {
     }
 }
 
+/// Every call of the thread library made at the bottom of green threads' stacks
+/// (tests/green/library.cm), on one and two workers and under the deterministic scheduler's
+/// seeds: under `lookahead` these calls run on the thread's own stack, in the budget the
+/// compiler reserves for them (`cmm_codegen::callgraph::THREAD_LIBRARY_BUDGET`), with the
+/// thread's first chunk packed next to other threads' blocks. The runtime checks a canary
+/// below every first chunk when its thread ends; a call that used more than its budget ends
+/// the run with "overran its stack block" (checked by hand with a budget of 128 bytes). The
+/// expected output is gcc's with the oracle's thread library (50 threads x 20 rounds x 2).
+#[test]
+fn the_thread_library_fits_its_budget_on_a_green_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build("tests/green/library.cm", dir.path(), "lookahead", target);
+        for (workers, sched) in [("1", ""), ("2", ""), ("1", "random:7"), ("1", "pct:3:3")] {
+            let mut cmd = Command::new(&exe);
+            cmd.env("STACKRT_WORKERS", workers);
+            if !sched.is_empty() {
+                cmd.env("STACKRT_SCHED", sched);
+            }
+            let o = run_within(cmd, Duration::from_secs(60), "library");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {workers} {sched}: {err}");
+            assert_eq!(text(&o.stdout), "2000\n", "{target} {workers} {sched}: {err}");
+            assert!(err.is_empty(), "{target} {workers} {sched}: {err}");
+        }
+    }
+}
+
+/// C calls at every level of a 20,000-deep recursion in four green threads
+/// (tests/green/ccall_deep.cm: `sprintf`, `atoi` and `abs` per level), under a chunked, an MMU,
+/// a heap and a fixed-stack mechanism, on both targets. Under `lookahead` the calls run on the
+/// worker's handler stack (`stackrt_lookahead_ccall`), so the recursion needs its C-- frames
+/// only: 20,000 levels of a 16-byte buffer frame fit in well under the 8 KiB per level a C
+/// call reserves on an OS thread's chunk (160 MiB per thread). Expected: gcc's output with
+/// the oracle's thread library (each thread sums 0..19999).
+#[test]
+fn green_threads_call_c_at_every_level_of_a_deep_recursion() {
+    let dir = tempfile::tempdir().unwrap();
+    let want: String = (0..4).map(|i| format!("thread {i}: 199990000\n")).collect();
+    for target in TARGETS {
+        for mech in ["lookahead", "mmu-reuse", "heap", "traditional"] {
+            let exe = build("tests/green/ccall_deep.cm", dir.path(), mech, target);
+            let mut cmd = Command::new(&exe);
+            cmd.env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "ccall_deep");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
+            assert_eq!(text(&o.stdout), want, "{mech} {target}: {err}");
+            if mech == "lookahead" {
+                // Four threads' stacks: 20,000 levels of at most 64 bytes each, far below
+                // what 8 KiB per level would hold (650 MB).
+                let peak = common::stat(&err, "peak resident chunks");
+                assert!(peak < 64 << 20, "{target}: {err}");
+            }
+        }
+    }
+}
+
 /// Each green thread has its own `errno`: eight threads make C calls fail with different
 /// errors, yield, and read `errno` back (tests/green/errno.cm). The expected line is what gcc
 /// prints for the same source with the oracle's thread library (`tests/oracle/sthread.c`, OS

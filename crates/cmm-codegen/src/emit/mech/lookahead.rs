@@ -194,6 +194,12 @@ pub const OVERFLOW_HANDLER_CMM: &str = "stackrt_lookahead_overflow_cmm";
 /// (`ecx` / `r11`) and the flags.
 pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
 
+/// The runtime's C-call trampoline of green threads: calls the C function in the scratch
+/// register (`ecx` / `r11`) with the stack arguments the caller pushed (their bytes in `edx` /
+/// `r10d`, a multiple of 16) on the worker's handler stack, and returns on the thread's stack
+/// with the function's results and every callee-saved register.
+pub const CCALL_TRAMPOLINE: &str = "stackrt_lookahead_ccall";
+
 /// Labels around the program's compiled code (every function and its out-of-line stubs;
 /// mirrors `stackrt::base::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
 /// register always holds the running chunk's header, which is what lets the runtime's
@@ -432,6 +438,8 @@ pub struct Lookahead {
     index: HashMap<String, usize>,
     plan: Option<Plan>,
     state: RefCell<State>,
+    /// The program runs green threads: C calls go through [`CCALL_TRAMPOLINE`].
+    green: bool,
 }
 
 impl Lookahead {
@@ -450,6 +458,7 @@ impl Lookahead {
                 sites: vec![Vec::new(); n],
                 ..State::default()
             }),
+            green: crate::lower::is_green_threads(p),
         }
     }
 
@@ -527,12 +536,37 @@ impl Mechanism for Lookahead {
         }
         self.state.borrow_mut().pending = site;
     }
+    fn extern_call(&self, c: &CallSite, out: &mut String) {
+        if self.green && !c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX) {
+            green_ccall(c, out);
+        } else {
+            let _ = writeln!(out, "\tcall {}", c.callee);
+        }
+    }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
         let pending = self.state.borrow_mut().pending.take();
         if let Some((label, reserve)) = pending {
             checkpoint_return(c.target, label, reserve, c.arg_bytes, out);
         }
     }
+}
+
+/// A green thread's call to a C function (see the module docs, "C calls of green threads"):
+/// through [`CCALL_TRAMPOLINE`], with the function in the scratch register and the bytes of
+/// stack arguments in the argument-bytes register (neither carries a C argument; the test of
+/// a checkpoint before it is done with the scratch register).
+fn green_ccall(c: &CallSite, out: &mut String) {
+    let r = regs_of(c.target);
+    match c.target {
+        Target::X86_64 => {
+            let _ = writeln!(out, "\tlea {}, [rip + {}]", r.scratch, c.callee);
+        }
+        Target::I686 => {
+            let _ = writeln!(out, "\tmov {}, OFFSET {}", r.scratch, c.callee);
+        }
+    }
+    let _ = writeln!(out, "\tmov {}, {}", r.args, c.arg_bytes);
+    let _ = writeln!(out, "\tcall {CCALL_TRAMPOLINE}\t# on the worker's stack");
 }
 
 fn emit_error(message: String) -> EmitError {
@@ -613,6 +647,13 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
     Ok((input, state))
 }
 
+/// The analysis' sizes for a program: green threads' C calls run on the worker's stack.
+fn plan_config(p: &LoweredProgram, target: Target, chunk_size: u32) -> CallGraphConfig {
+    let mut config = CallGraphConfig::new(chunk_size, target.slot());
+    config.green = crate::lower::is_green_threads(p);
+    config
+}
+
 /// The look-ahead plan of a program: checkpoints and reserves from the emission stage's frames
 /// (what `cmm compile --emit callgraph` prints).
 pub fn plan_program(
@@ -621,8 +662,7 @@ pub fn plan_program(
     chunk_size: u32,
 ) -> Result<CallGraphPlan, EmitError> {
     let (input, _) = first_pass(p, target)?;
-    let config = CallGraphConfig::new(chunk_size, target.slot());
-    Ok(callgraph::analyze(&input, &config))
+    Ok(callgraph::analyze(&input, &plan_config(p, target, chunk_size)))
 }
 
 /// Emits the whole program under `lookahead` (see [`crate::emit::emit_program`]): a first pass
@@ -636,8 +676,7 @@ pub fn emit_program(
     let target = opts.target;
     callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
     let (input, first) = first_pass(p, target)?;
-    let config = CallGraphConfig::new(chunk_size, target.slot());
-    let plan = callgraph::analyze(&input, &config);
+    let plan = callgraph::analyze(&input, &plan_config(p, target, chunk_size));
     let too_large = |what: &str, f: &str, bytes: u64| {
         emit_error(format!(
             "{what} of {bytes} bytes in `{f}` is over {MAX_IMM} bytes, the most a chunk can hold"

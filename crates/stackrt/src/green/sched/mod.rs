@@ -33,6 +33,7 @@
 //! touches a thread-local.
 
 mod idle;
+mod prepare;
 mod stats;
 
 pub use stats::GreenStats;
@@ -47,7 +48,7 @@ use super::det::{Det, Policy};
 use super::fixed_stacks::{StackCache, StackPool};
 use super::preempt::{self, Preemption};
 use super::queue::{RunQueues, Source};
-use super::stacks::{block_size, BlockCache, Blocks};
+use super::stacks::{BlockCache, Blocks};
 use crate::base::spin::RawSpin;
 use crate::chunk::poison;
 use crate::chunk::state::ChainState;
@@ -280,11 +281,11 @@ pub fn start(abi: u32) -> &'static Green {
     let slice = match preempt::configure(lookahead, det.is_some()) {
         Preemption::Off => None,
         Preemption::Deterministic => {
-            poison::set_checkpoint_hook(at_checkpoint);
+            poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
             None
         }
         Preemption::Slice(d) => {
-            poison::set_checkpoint_hook(at_checkpoint);
+            poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
             Some(d)
         }
     };
@@ -354,6 +355,9 @@ pub fn start(abi: u32) -> &'static Green {
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
     if heap {
         crate::mech::heap::enter_worker();
+    }
+    if lookahead {
+        give_handler_stack();
     }
     let w0 = &s.workers[0];
     w0.register_os_thread();
@@ -443,6 +447,17 @@ impl Green {
     }
 }
 
+/// Gives the calling worker OS thread a handler stack of its own (`lookahead`, see
+/// `crate::chunk::handler`): the chunk handlers and every C call of its green threads run
+/// there, so a green thread's stack holds only its C-- frames and the thread library's. It
+/// lives as long as the process.
+fn give_handler_stack() {
+    let stack = Stack::new(crate::chunk::handler::MIN_HANDLER_STACK)
+        .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a worker's handler stack: {e}")));
+    crate::chunk::handler::set_worker_stack(stack.top() & !15);
+    core::mem::forget(stack);
+}
+
 extern "C" fn worker0_entry(_: usize) -> ! {
     let s = sched();
     let w = &s.workers[0];
@@ -456,6 +471,9 @@ fn worker_os_thread(i: usize) {
     crate::signals::thread_setup(crate::base::abi::is_fixed_stack_abi(s.abi), false);
     if s.chunked {
         crate::chunk::global::set_worker();
+    }
+    if s.first_chunk_in_block {
+        give_handler_stack();
     }
     if s.heap {
         crate::mech::heap::enter_worker();
@@ -581,62 +599,6 @@ impl Sched {
         self.after_switch(w, w.current.get());
     }
 
-    /// Gives a thread that runs for the first time its stack and initial context.
-    fn prepare(&self, w: &Worker, g: &Green) {
-        let top = if self.chunked {
-            // SAFETY: the entry of a C-- function of this program (`sthread_create`'s
-            // contract) is preceded by its u32 stack need (the emission stage's layout).
-            let need = unsafe { core::ptr::read_unaligned((g.fp - 8) as *const u32) } as usize;
-            let size = block_size(if self.first_chunk_in_block { need } else { 0 });
-            // SAFETY: the worker's own cache, touched only on its OS thread.
-            let cache = unsafe { &mut *w.blocks.get() };
-            let b = self.blocks.take(cache, size).unwrap_or_else(|e| {
-                fail(&format!(
-                    "stackrt: cannot map a stack for green thread {}: {e}",
-                    g.handle
-                ))
-            });
-            // SAFETY: the thread is not running; its stack slot is the worker's to set.
-            unsafe { *g.stack.get() = GreenStack::Block(b, size) };
-            if self.first_chunk_in_block {
-                crate::chunk::global::offer_first_chunk(b);
-            }
-            b + size
-        } else {
-            let size = if self.heap {
-                // The C stack of C calls; frames are heap blocks.
-                crate::mech::lookahead::NATIVE_THREAD_STACK
-            } else if g.stack_request > 0 {
-                g.stack_request as usize
-            } else {
-                DEFAULT_FIXED_STACK
-            };
-            // SAFETY: the worker's own cache, touched only on its OS thread.
-            let cache = unsafe { &mut *w.fixed.get() };
-            let stack = self.fixed.take(cache, size).unwrap_or_else(|e| {
-                let why = if e == nix::Error::ENOMEM {
-                    " (out of memory, or of the kernel's memory mappings: each fixed stack \
-                     with its guard page takes two of vm.max_map_count; --mech lookahead \
-                     needs none per thread)"
-                } else {
-                    ""
-                };
-                fail(&format!(
-                    "sthread_create: cannot map a stack of {size} bytes for green thread {}: \
-                     {e}{why}",
-                    g.handle
-                ))
-            });
-            let top = stack.top();
-            // SAFETY: as above.
-            unsafe { *g.stack.get() = GreenStack::Fixed(stack) };
-            top
-        };
-        // SAFETY: `top` is the top of the fresh stack just given to the thread.
-        unsafe { *g.sp.get() = context::init(top, green_entry, g as *const Green as usize) };
-        g.started.set(true);
-    }
-
     /// The worker's side of a switch back from `g`: swaps its chain out and does what it
     /// asked for.
     fn after_switch(&self, w: &Worker, g: *const Green) {
@@ -650,6 +612,13 @@ impl Sched {
             }
             // SAFETY: the thread is switched out: nothing else uses its chain state.
             crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
+            if self.first_chunk_in_block && after != After::Exit {
+                // SAFETY: as above; its saved SP was written by its switch.
+                let used = unsafe { (*gr.chain.get()).outgrown_use(*gr.sp.get()) };
+                if let Some(used) = used {
+                    super::sizing::learn(gr.fp, used);
+                }
+            }
         }
         if self.heap {
             if after == After::Exit {
@@ -676,6 +645,13 @@ impl Sched {
         // SAFETY: the thread ended; nothing runs on its stack any more.
         match core::mem::replace(unsafe { &mut *g.stack.get() }, GreenStack::None) {
             GreenStack::Block(b, size) => {
+                if self.first_chunk_in_block && !super::stacks::canary_intact(b) {
+                    fail(&format!(
+                        "stackrt: green thread {} overran its stack block: a call into the \
+                         thread library used more than its budget of the thread's stack",
+                        g.handle
+                    ));
+                }
                 // SAFETY: the worker's own cache.
                 self.blocks.give(unsafe { &mut *w.blocks.get() }, size, b);
             }
@@ -788,6 +764,16 @@ fn yield_direct(s: &Sched) {
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
         unsafe { crate::chunk::global::switch_chain(&mut *cr.chain.get(), &*nx.chain.get()) };
+        if s.first_chunk_in_block {
+            // As `after_switch` does for a thread that switched out through the scheduler;
+            // here the stack pointer is this frame's.
+            let here = 0u8;
+            let sp = core::hint::black_box(core::ptr::addr_of!(here)) as usize;
+            // SAFETY: `cur`'s chain state was just saved; this runs on its stack.
+            if let Some(used) = unsafe { (*cr.chain.get()).outgrown_use(sp) } {
+                super::sizing::learn(cr.fp, used);
+            }
+        }
     }
     if s.heap {
         // SAFETY: as above, for their heap states.
@@ -834,26 +820,33 @@ pub fn yield_now() {
 }
 
 /// The chunk runtime's checkpoint hook (`crate::chunk::poison`): a checkpoint entered the
-/// runtime (an overflow or a reclaim). Yields if the thread was asked to (its limit was
-/// poisoned), and in the deterministic mode lets the seed decide. Returns when the thread runs
-/// again, possibly on another worker: the caller finds its thread-locals afresh, out of line.
+/// runtime's overflow. Runs on the worker's handler stack, so it never switches: it answers
+/// whether the thread should yield (it was asked to: its limit was poisoned; or the
+/// deterministic mode lets the seed decide), and [`checkpoint_switch`] then runs on the
+/// thread's own new chunk.
 #[inline(never)]
-fn at_checkpoint() {
+fn at_checkpoint() -> bool {
     if poison::disarm() {
         // Under memory pressure a preempted thread would keep its chunks while others grow:
         // the running one goes on, to finish and give them back (as only as many OS threads
         // as CPUs may grow then).
-        if !crate::chunk::global::under_memory_pressure() {
-            // Compiled code was interrupted between any two instructions: its errno must be
-            // the same when it resumes, on whichever worker.
-            let _kept = crate::base::os::KeptErrno::new();
-            preempt_current();
-        }
-    } else if sched().det.is_some() {
-        // A decision of the deterministic mode (the same as `det_point`); errno kept as above.
-        // Only there: in the other modes this path runs at every overflow and switches nothing.
-        let _kept = crate::base::os::KeptErrno::new();
+        !crate::chunk::global::under_memory_pressure()
+    } else {
+        // A decision of the deterministic mode (the same as `det_point`). Only there: in the
+        // other modes this path runs at every overflow and switches nothing.
+        sched().det.is_some()
+    }
+}
+
+/// The switch [`at_checkpoint`] asked for, on the thread's own stack (the chunk the overflow
+/// linked). Compiled code was interrupted between any two instructions: its errno must be the
+/// same when it resumes, on whichever worker.
+fn checkpoint_switch() {
+    let _kept = crate::base::os::KeptErrno::new();
+    if sched().det.is_some() {
         switch_out(After::Yield);
+    } else {
+        preempt_current();
     }
 }
 

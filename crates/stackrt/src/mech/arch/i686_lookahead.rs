@@ -1,8 +1,11 @@
 //! i686 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
-//! (listing 3.13's role) and the overflow handler (listing 3.14). They switch to the thread's
-//! native stack (header word 0, like the thesis's `MOV ESP, [EBP]`) and call the chunk
-//! runtime's Rust entry points (`crate::chunk::global`, cdecl) with `esp` 16-byte aligned,
-//! instead of `malloc`. The underflow (listing 3.15) has no handler: the emitted code unlinks
+//! (listing 3.13's role), the overflow handler (listing 3.14), the reclaim handler, the
+//! pending switch and the C-call trampoline of green threads. They switch to the OS thread's
+//! handler stack (`crate::chunk::handler`: the thread's native stack, or a green-thread
+//! worker's own; its top is the TLS word `gs:[stackrt_chunk_tls@ntpoff]`), where the thesis's
+//! `MOV ESP, [EBP]` goes to the thread's own native stack, and call the chunk runtime's Rust
+//! entry points (`crate::chunk::global`, cdecl) with `esp` 16-byte aligned, instead of
+//! `malloc`. The underflow (listing 3.15) has no handler: the emitted code unlinks
 //! the chunk inline and marks it (`crate::chunk::UNLINKED`); the runtime gives it back later,
 //! at the latest when the reclaim budget runs out and the code calls the reclaim handler.
 //!
@@ -29,11 +32,13 @@ use core::arch::global_asm;
 //   | (unused)          | T + 4 .. T + 8
 //   | reclaim budget    | T + 0 (u32)
 //   +-------------------+ T = thread stack (16-byte aligned): header word 0
-//   | need, T           | cdecl arguments of stackrt_chunk_thread_enter (T - 16 ..)
-//   | handlers' save areas and Rust frames (below T, only while a handler runs)
+//   | (an OS thread: the handler stack, whose frames grow down from T while a handler runs;
+//   |  a green thread: its first chunk's header right below T)
 //
-// When `fp` returns, every chunk switch has been undone (each checkpoint unlinks its chunk),
-// so ebp = H again and [ebp] = T finds the native stack.
+// The calls into the runtime (need and T their cdecl arguments) run on the handler stack, or
+// on T when the OS thread has none yet (its enter makes T the handler stack). When `fp`
+// returns, every chunk switch has been undone (each checkpoint unlinks its chunk), so ebp = H
+// again and [ebp] = T finds X.
 global_asm!(
     ".text",
     ".globl stackrt_enter_lookahead",
@@ -49,6 +54,11 @@ global_asm!(
     "sub $16, %esp",
     "mov %ebx, 12(%esp)",
     "mov %esp, %eax",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "test %ecx, %ecx",
+    "jz .Lla_enter_here32",
+    "mov %ecx, %esp",
+    ".Lla_enter_here32:",
     "sub $16, %esp",
     "mov %eax, (%esp)",
     "mov 20(%ebx), %eax",
@@ -69,10 +79,13 @@ global_asm!(
     "call *20(%ebx)",
     "mov (%ebp), %esp",
     "mov %eax, %esi",
+    "mov %esp, %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $16, %esp",
     "call {exit}",
+    "mov %edi, %esp",
     "mov %esi, %eax",
-    "mov 28(%esp), %esp",
+    "mov 12(%esp), %esp",
     "pop %edi",
     "pop %esi",
     "pop %ebx",
@@ -95,15 +108,18 @@ global_asm!(
 // Preserved: ebx esi edi, xmm registers are not touched by the copy (Rust may clobber them;
 //      none is live before a call).
 //
-//   old chunk                       native stack (T = [ebp])         new chunk
-//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+// If the checkpoint hook asked for a switch (`crate::chunk::handler`), the handler jumps to
+// stackrt_lookahead_switch instead of returning, once esp is on the new chunk.
+//
+//   old chunk                       handler stack (top S)            new chunk
+//   | caller frame     | caller_sp  +------------------+ S          +------------------+ H'
 //   | args (A bytes)   |            | (unused)         | +24        | args (copied)    |
 //   | ret into stub    | <- esp     | A                | +20        | ret into stub    |
 //   |                  |            | old esp          | +16        +------------------+ <- esp
 //   |                  |            | (pad)            | +12
 //   |                  |            | reserve R        | +8   cdecl arguments of
 //   |                  |            | caller_sp        | +4   stackrt_chunk_overflow
-//   |                  |            | cur header       | +0 <- esp at the call (T - 32)
+//   |                  |            | cur header       | +0 <- esp at the call (S - 32)
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_overflow",
@@ -116,7 +132,7 @@ global_asm!(
     ".type stackrt_lookahead_overflow_cmm, @function",
     "stackrt_lookahead_overflow_cmm:",
     "mov %esp, %eax",
-    "mov (%ebp), %esp",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $32, %esp",
     "mov %eax, 16(%esp)",
     "mov %edx, 20(%esp)",
@@ -136,6 +152,8 @@ global_asm!(
     "mov (%ecx,%edx), %eax",
     "mov %eax, (%esp,%edx)",
     "jnz .Lla_copy32",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+4",
+    "jne stackrt_lookahead_switch",
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
@@ -149,13 +167,13 @@ global_asm!(
 // Out: every register as on entry but ecx and the flags (eax, edx, xmm0-7 preserved); the
 //      budget at [T] refilled.
 //
-//   chunk (caller)                native stack (T = [ebp])
-//   | caller frame    |           +------------------+ T (budget word at T + 0)
+//   chunk (caller)                handler stack (top S)
+//   | caller frame    |           +------------------+ S
 //   | ret into code   | <- esp    | xmm0..xmm7       | +32..+160
 //   |                 |           | old esp          | +24
 //   |                 |           | edx              | +20
 //   |                 |           | eax              | +16
-//   |                 |           | (pad) cur header | +0 <- esp at the call (T - 160)
+//   |                 |           | (pad) cur header | +0 <- esp at the call (S - 160)
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_reclaim",
@@ -163,7 +181,7 @@ global_asm!(
     ".p2align 4",
     "stackrt_lookahead_reclaim:",
     "mov %esp, %ecx",
-    "mov (%ebp), %esp",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $160, %esp",
     "mov %eax, 16(%esp)",
     "mov %edx, 20(%esp)",
@@ -192,5 +210,84 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_reclaim, .-stackrt_lookahead_reclaim",
     reclaim = sym crate::chunk::stackrt_chunk_reclaim,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_switch: the end of an overflow whose checkpoint hook asked for a switch
+// (a preemption, a decision of the deterministic scheduler). Jumped to by the overflow
+// handler instead of its `ret`, with esp already on the new chunk, which has
+// `crate::chunk::handler::SWITCH_ROOM` bytes to spare for this.
+//
+// In:  esp = the new chunk's SP ([esp] = return address into the stub).
+// Out: returns into the stub, perhaps on another OS thread; ebx esi edi ebp kept, eax ecx edx
+//      and the flags clobbered (dead at a checkpoint: i686 calls pass nothing in registers).
+//
+//   new chunk
+//   | args (copied)    |
+//   | ret into stub    | <- esp on entry
+//   | (alignment)      |
+//   | (pad)            |
+//   | old esp          | +0 <- esp at the call (16-byte aligned)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_switch",
+    ".type stackrt_lookahead_switch, @function",
+    ".p2align 4",
+    "stackrt_lookahead_switch:",
+    "mov %esp, %ecx",
+    "and $-16, %esp",
+    "sub $16, %esp",
+    "mov %ecx, (%esp)",
+    "call {pending}",
+    "mov (%esp), %esp",
+    "ret",
+    ".size stackrt_lookahead_switch, .-stackrt_lookahead_switch",
+    pending = sym crate::chunk::handler::stackrt_chunk_pending_switch,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_ccall: a green thread's call to a C function, made on the OS thread's
+// handler stack (Go runs system calls and cgo on g0 the same way), so that the thread's own
+// stack needs no room for C code (`cmm_codegen`'s `lookahead` module, "C calls of green
+// threads"). C code never switches green threads (the thread library's calls are made on the
+// thread's stack), so nothing else runs on the handler stack until the call returns, and the
+// OS thread is the same then.
+//
+// In:  ecx = the C function, edx = A (bytes of arguments the caller pushed, padding included:
+//      a multiple of 16), [esp] = return address into compiled code, [esp + 4 .. esp + 4 + A)
+//      = the arguments (cdecl).
+// Out: the C function's results (eax, edx, st0) and ebx esi edi ebp; ecx, xmm7 and the flags
+//      clobbered. The thread's own stack gets nothing below the return address.
+//
+//   thread's stack                  handler stack (top S)
+//   | args (A)         |            +------------------+ S
+//   | ret into code    | <- esp'    | (unused)         | S - 12 .. S - 4
+//   |                  |            | esp'             | S - 16
+//   |                  |            | args (A)         | copied
+//   |                  |            +------------------+ <- esp at the call (S - 16 - A)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_ccall",
+    ".type stackrt_lookahead_ccall, @function",
+    ".p2align 4",
+    "stackrt_lookahead_ccall:",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %eax",
+    "mov %esp, -16(%eax)",
+    "sub $16, %eax",
+    "sub %edx, %eax",
+    "test %edx, %edx",
+    "jz .Lla_ccall_go32",
+    ".Lla_ccall_copy32:",
+    "sub $4, %edx",
+    "movd 4(%esp,%edx), %xmm7",
+    "movd %xmm7, (%eax,%edx)",
+    "jnz .Lla_ccall_copy32",
+    ".Lla_ccall_go32:",
+    "mov %eax, %esp",
+    "call *%ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "mov -16(%ecx), %esp",
+    "ret",
+    ".size stackrt_lookahead_ccall, .-stackrt_lookahead_ccall",
     options(att_syntax)
 );
