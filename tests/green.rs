@@ -100,8 +100,16 @@ fn the_thread_library_fits_its_budget_on_a_green_stack() {
             }
             let o = run_within(cmd, Duration::from_secs(60), "library");
             let err = text(&o.stderr);
-            assert_eq!(o.status.code(), Some(0), "{target} {workers} {sched}: {err}");
-            assert_eq!(text(&o.stdout), "2000\n", "{target} {workers} {sched}: {err}");
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{target} {workers} {sched}: {err}"
+            );
+            assert_eq!(
+                text(&o.stdout),
+                "2000\n",
+                "{target} {workers} {sched}: {err}"
+            );
             assert!(err.is_empty(), "{target} {workers} {sched}: {err}");
         }
     }

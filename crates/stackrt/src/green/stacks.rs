@@ -61,12 +61,8 @@ pub fn canary_intact(b: usize) -> bool {
 /// a deeper thread links the runtime's standard chunks below the block, as any chunked thread
 /// does.
 pub fn block_size(need: usize, room: usize) -> usize {
-    let bytes = ENTRY_ROOM
-        + room
-        + crate::chunk::HEADER_SIZE
-        + crate::chunk::CHECK_SLACK
-        + 16
-        + need;
+    let bytes =
+        ENTRY_ROOM + room + crate::chunk::HEADER_SIZE + crate::chunk::CHECK_SLACK + 16 + need;
     if room == 0 {
         (bytes + CANARY).next_multiple_of(BLOCK_STEP)
     } else {

@@ -103,6 +103,30 @@
 //! path is the same inline underflow with its reclaim budget. C code preserves `ebp`/`rbp`, so
 //! the chunk register survives every C call.
 //!
+//! # C calls of green threads
+//!
+//! Under `--threads green` (the program carries `__cmm_threads`, see
+//! [`crate::lower::is_green_threads`]) a call to a C function other than the thread library's
+//! (`sthread_*`) does not run on the thread's chunk: after the arguments are in place (and the
+//! checkpoint's test, if the site is one) the printer's `call f` becomes
+//!
+//! ```text
+//!  i686                                   x86-64
+//!  mov  ecx, OFFSET f                     lea  r11, [rip + f]
+//!  mov  edx, A        ; stack arg bytes   mov  r10d, A
+//!  call stackrt_lookahead_ccall           call stackrt_lookahead_ccall
+//! ```
+//!
+//! and the runtime's trampoline ([`CCALL_TRAMPOLINE`]) copies the `A` bytes of stack arguments
+//! to the worker's handler stack, calls `f` there and returns on the thread's stack with `f`'s
+//! results, as Go runs system calls and cgo on `g0`. So the call graph gives such a call
+//! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget, and a
+//! thread's stack holds its C-- frames and the thread library's calls
+//! ([`callgraph::THREAD_LIBRARY_BUDGET`]: they may switch threads, so they stay on the thread's
+//! stack). The registers are free at that point for the same reason the checkpoint's test
+//! needs none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under
+//! OS threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
+//!
 //! # Frames larger than a chunk
 //!
 //! A reserve may exceed the standard chunk's capacity ([`callgraph::chunk_capacity`]) when a
@@ -662,7 +686,10 @@ pub fn plan_program(
     chunk_size: u32,
 ) -> Result<CallGraphPlan, EmitError> {
     let (input, _) = first_pass(p, target)?;
-    Ok(callgraph::analyze(&input, &plan_config(p, target, chunk_size)))
+    Ok(callgraph::analyze(
+        &input,
+        &plan_config(p, target, chunk_size),
+    ))
 }
 
 /// Emits the whole program under `lookahead` (see [`crate::emit::emit_program`]): a first pass

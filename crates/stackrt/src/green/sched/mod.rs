@@ -452,8 +452,11 @@ impl Green {
 /// there, so a green thread's stack holds only its C-- frames and the thread library's. It
 /// lives as long as the process.
 fn give_handler_stack() {
-    let stack = Stack::new(crate::chunk::handler::MIN_HANDLER_STACK)
-        .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a worker's handler stack: {e}")));
+    let stack = Stack::new(crate::chunk::handler::MIN_HANDLER_STACK).unwrap_or_else(|e| {
+        fail(&format!(
+            "stackrt: cannot map a worker's handler stack: {e}"
+        ))
+    });
     crate::chunk::handler::set_worker_stack(stack.top() & !15);
     core::mem::forget(stack);
 }

@@ -72,5 +72,4 @@ impl Sched {
         unsafe { *g.sp.get() = context::init(top, green_entry, g as *const Green as usize) };
         g.started.set(true);
     }
-
 }
