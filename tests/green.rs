@@ -82,7 +82,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
 /// Every call of the thread library made at the bottom of green threads' stacks
 /// (tests/green/library.cm), on one and two workers and under the deterministic scheduler's
 /// seeds: under `lookahead` these calls run on the thread's own stack, in the budget the
-/// compiler reserves for them (`cmm_codegen::callgraph::THREAD_LIBRARY_BUDGET`), with the
+/// compiler reserves for them (`cmm_codegen::callgraph::thread_library_budget`), with the
 /// thread's first chunk packed next to other threads' blocks. The runtime checks a canary
 /// below every first chunk when its thread ends; a call that used more than its budget ends
 /// the run with "overran its stack block" (checked by hand with a budget of 128 bytes). The

@@ -14,7 +14,7 @@
 //!   function is its longest path `LP`, and the need of an `extern` function is the configured
 //!   budget ([`CallGraphConfig::extern_budget`], see [`DEFAULT_EXTERN_BUDGET_64`]; for green
 //!   threads [`CallGraphConfig::budget_of`]: C calls run on the worker's stack and need
-//!   [`GREEN_CCALL_BUDGET`], the thread library [`THREAD_LIBRARY_BUDGET`]).
+//!   [`GREEN_CCALL_BUDGET`], the thread library [`thread_library_budget`]).
 //! * `LP(f) = frame(f) + max(0, path(s) for the call sites s of f that are not checkpoints)`:
 //!   the deepest the stack gets below the SP at a call of `f` before the next checkpoints.
 //! * A **checkpoint** at site `s` tests, before pushing the arguments, whether
@@ -158,14 +158,31 @@ pub const DEFAULT_EXTERN_BUDGET_32: u32 = 8 * 1024;
 /// the one word it saves.
 pub const GREEN_CCALL_BUDGET: u32 = 16;
 
-/// Budget of a green thread's call into the thread library (`sthread_*`) under `lookahead`:
-/// those calls may switch threads, so they run on the thread's own stack, and this is the
-/// runtime's deepest path from the C entry to the context switch, with a margin. Measured
-/// 2026-11-26 by painting fresh stack blocks (every `sthread_*` call, contended and not, in
-/// the free-running and the deterministic modes): at most 870 bytes on x86-64 and 730 on
-/// i686. `tests/green.rs` (`the_thread_library_fits_its_budget_on_a_green_stack`) runs them
-/// all at the bottom of threads; the runtime checks a canary below every green thread's
-/// first chunk when the thread ends and stops the program with one line if a call overran.
+/// Budgets of a green thread's calls into the thread library (`sthread_*`) under `lookahead`:
+/// those calls may switch threads, so they run on the thread's own stack, and each budget is
+/// the runtime's deepest path from that function's C entry to the context switch, with a
+/// margin. Measured 2026-11-26 by painting fresh stack blocks (threads calling one function
+/// 20 times at the bottom of their stack, contended and not, in the free-running and the
+/// deterministic modes), x86-64 / i686 in bytes: `sthread_mutex_lock` + `_unlock` 176 / 144,
+/// `sthread_mutex_create` + `_destroy` 248 / 248, `sthread_yield` 408 / 288 (it may give the
+/// next thread its stack), `sthread_join` 608 / 568, `sthread_create` 896 / 744 (`malloc`).
+/// `tests/green.rs` (`the_thread_library_fits_its_budget_on_a_green_stack`) runs them all at
+/// the bottom of threads; the runtime checks a canary below every green thread's first chunk
+/// when the thread ends and stops the program with one line if a call overran.
+pub fn thread_library_budget(name: &str) -> u32 {
+    match name {
+        "sthread_mutex_lock"
+        | "sthread_mutex_unlock"
+        | "sthread_mutex_create"
+        | "sthread_mutex_destroy"
+        | "sthread_exit" => 512,
+        "sthread_yield" | "sthread_join" => 1024,
+        _ => THREAD_LIBRARY_BUDGET,
+    }
+}
+
+/// The budget of [`thread_library_budget`] for `sthread_create` and any other function of the
+/// thread library.
 pub const THREAD_LIBRARY_BUDGET: u32 = 1536;
 
 /// The prefix of the thread library's functions.
@@ -232,7 +249,7 @@ impl CallGraphConfig {
         if !self.green {
             self.extern_budget
         } else if name.starts_with(THREAD_LIBRARY_PREFIX) {
-            THREAD_LIBRARY_BUDGET
+            thread_library_budget(name)
         } else {
             GREEN_CCALL_BUDGET
         }
@@ -494,7 +511,8 @@ impl fmt::Display for CallGraphPlan {
             writeln!(
                 f,
                 "call graph: chunk size {} bytes, capacity {} bytes, green threads (C calls \
-                 {} bytes on the thread's stack, the thread library {} bytes), {} checkpoints",
+                 {} bytes on the thread's stack, the thread library 512 to {} bytes), {} \
+                 checkpoints",
                 c.chunk_size,
                 c.capacity,
                 GREEN_CCALL_BUDGET,

@@ -122,7 +122,7 @@
 //! results, as Go runs system calls and cgo on `g0`. So the call graph gives such a call
 //! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget, and a
 //! thread's stack holds its C-- frames and the thread library's calls
-//! ([`callgraph::THREAD_LIBRARY_BUDGET`]: they may switch threads, so they stay on the thread's
+//! ([`callgraph::thread_library_budget`], 512 to 1536 bytes: they may switch threads, so they stay on the thread's
 //! stack). The registers are free at that point for the same reason the checkpoint's test
 //! needs none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under
 //! OS threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
