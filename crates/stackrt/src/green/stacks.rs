@@ -147,8 +147,16 @@ impl Blocks {
     }
 
     /// A block of `size` bytes (a [`block_size`]) for the worker owning `cache`: from the
-    /// cache, else half a cache's worth from the shared list or fresh from a region.
-    pub fn take(&self, cache: &mut BlockCache, size: usize) -> Result<usize, nix::Error> {
+    /// cache, else half a cache's worth from the shared list or fresh from a region. Fresh
+    /// blocks are counted against the chunk runtime's memory limit
+    /// (`crate::chunk::global::admit_foreign_blocks`, which ends the program with one line
+    /// naming green thread `thread` when none fits).
+    pub fn take(
+        &self,
+        cache: &mut BlockCache,
+        size: usize,
+        thread: i32,
+    ) -> Result<usize, nix::Error> {
         let list = cache.list(size);
         if let Some(b) = list.pop() {
             return Ok(b);
@@ -164,9 +172,17 @@ impl Blocks {
                 list.push(b);
             }
         }
+        let fresh = want - list.len();
+        let admitted = if fresh > 0 {
+            crate::chunk::global::admit_foreign_blocks(size, fresh, thread)
+        } else {
+            0
+        };
+        let want = list.len() + admitted;
         while list.len() < want {
             if s.end - s.next < size {
                 if !list.is_empty() {
+                    crate::chunk::global::unadmit_foreign_blocks(size * (want - list.len()));
                     break;
                 }
                 let len = NonZeroUsize::new(REGION_SIZE.max(size)).ok_or(nix::Error::EINVAL)?;
