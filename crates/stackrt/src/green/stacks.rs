@@ -80,6 +80,9 @@ const REGION_SIZE: usize = 64 << 20;
 #[cfg(target_pointer_width = "32")]
 const REGION_SIZE: usize = 8 << 20;
 
+/// Bytes of blocks a worker's cache takes at most at once from the shared lists or a region.
+const REFILL_BYTES: usize = 256 << 10;
+
 /// Blocks of one size a worker keeps for its next threads; beyond it half of them go to the
 /// shared lists.
 pub const WORKER_CACHE: usize = 64;
@@ -162,7 +165,9 @@ impl Blocks {
             return Ok(b);
         }
         let mut s = self.lock();
-        let want = WORKER_CACHE / 2;
+        // Half a cache, but no more than REFILL_BYTES of large blocks at once: fresh blocks
+        // count against the memory limit.
+        let want = (WORKER_CACHE / 2).min(REFILL_BYTES / size).max(1);
         if let Some(shared) = s.lists.get_mut(&size) {
             while list.len() < want {
                 let Some(b) = shared.free.pop_back() else {

@@ -120,12 +120,20 @@
 //! and the runtime's trampoline ([`CCALL_TRAMPOLINE`]) copies the `A` bytes of stack arguments
 //! to the worker's handler stack, calls `f` there and returns on the thread's stack with `f`'s
 //! results, as Go runs system calls and cgo on `g0`. So the call graph gives such a call
-//! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget, and a
-//! thread's stack holds its C-- frames and the thread library's calls
-//! ([`callgraph::thread_library_budget`], 512 to 1536 bytes: they may switch threads, so they stay on the thread's
-//! stack). The registers are free at that point for the same reason the checkpoint's test
-//! needs none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under
-//! OS threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
+//! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget.
+//!
+//! Calls into the thread library may switch threads. They run on the handler stack too,
+//! through [`LIBCALL_STUB`] (`lea r11, [rip + sthread_f]; call stackrt_lookahead_libcall`,
+//! `mov ecx, OFFSET sthread_f` on i686), which makes the switch the library asks for itself,
+//! saving the thread's context on the thread's own stack, and repeats the call when the
+//! thread is resumed (Go's `mcall`). A thread parked in a mutex or a join thus holds its C--
+//! frames and the stub's words ([`callgraph::LIBCALL_BUDGET`], 128 bytes), not the library's
+//! frames. `sthread_exit`, which never returns, is called directly on the thread's stack
+//! ([`callgraph::THREAD_EXIT_BUDGET`]).
+//!
+//! The registers are free at both stubs' calls for the same reason the checkpoint's test needs
+//! none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under OS
+//! threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
 //!
 //! # Frames larger than a chunk
 //!
@@ -223,6 +231,11 @@ pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
 /// `r10d`, a multiple of 16) on the worker's handler stack, and returns on the thread's stack
 /// with the function's results and every callee-saved register.
 pub const CCALL_TRAMPOLINE: &str = "stackrt_lookahead_ccall";
+
+/// The runtime's thread-library stub of green threads: calls the thread-library function in
+/// the scratch register on the worker's handler stack, and makes the context switch the
+/// library asks for on the thread's own stack (see the module docs).
+pub const LIBCALL_STUB: &str = "stackrt_lookahead_libcall";
 
 /// Labels around the program's compiled code (every function and its out-of-line stubs;
 /// mirrors `stackrt::base::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
@@ -561,10 +574,12 @@ impl Mechanism for Lookahead {
         self.state.borrow_mut().pending = site;
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
-        if self.green && !c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX) {
-            green_ccall(c, out);
-        } else {
+        if !self.green || c.callee == callgraph::THREAD_EXIT {
             let _ = writeln!(out, "\tcall {}", c.callee);
+        } else if c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX) {
+            green_libcall(c, out);
+        } else {
+            green_ccall(c, out);
         }
     }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
@@ -591,6 +606,22 @@ fn green_ccall(c: &CallSite, out: &mut String) {
     }
     let _ = writeln!(out, "\tmov {}, {}", r.args, c.arg_bytes);
     let _ = writeln!(out, "\tcall {CCALL_TRAMPOLINE}\t# on the worker's stack");
+}
+
+/// A green thread's call into the thread library (see the module docs): through
+/// [`LIBCALL_STUB`] with the function in the scratch register; the (at most three) word
+/// arguments stay where the C ABI put them.
+fn green_libcall(c: &CallSite, out: &mut String) {
+    let r = regs_of(c.target);
+    match c.target {
+        Target::X86_64 => {
+            let _ = writeln!(out, "\tlea {}, [rip + {}]", r.scratch, c.callee);
+        }
+        Target::I686 => {
+            let _ = writeln!(out, "\tmov {}, OFFSET {}", r.scratch, c.callee);
+        }
+    }
+    let _ = writeln!(out, "\tcall {LIBCALL_STUB}\t# on the worker's stack");
 }
 
 fn emit_error(message: String) -> EmitError {

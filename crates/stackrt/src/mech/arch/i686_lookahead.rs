@@ -291,3 +291,78 @@ global_asm!(
     ".size stackrt_lookahead_ccall, .-stackrt_lookahead_ccall",
     options(att_syntax)
 );
+
+// stackrt_lookahead_libcall: a green thread's call into the thread library (`sthread_*` but
+// `sthread_exit`), made on the OS thread's handler stack like a C call, so that a thread that
+// parks or yields there holds only this stub's words on its own stack (Go's `mcall`). When
+// the library wants to switch, it does not switch on the handler stack (another thread uses
+// it next): it leaves the switch to this stub (`crate::chunk::handler::defer_switch`: the TLS
+// words lib_save, lib_load) and returns; the stub then saves the thread's context on the
+// thread's stack in the green switch's format (`crate::green::arch`: ebp ebx esi edi
+// pushed, esp stored in *lib_save) and resumes lib_load. When the thread is resumed, perhaps
+// on another OS thread, the stub makes the same call again with the TLS word `resumed` set;
+// the library then finishes what it had started (`crate::threads`).
+//
+// In:  ecx = the library function, [esp] = return address into compiled code, [esp + 4 ..
+//      esp + 16) = its (at most three) word arguments (cdecl).
+// Out: the function's result in eax; ebx esi edi ebp kept; ecx edx clobbered. The thread's
+//      stack gets 40 bytes below the return address.
+//
+//   thread's stack                     handler stack (top S)
+//   | a2 a1 a0         | +28 +24 +20   +------------------+ S
+//   | ret into code    | +16           | thread's esp     | S - 16
+//   | a2 a1 a0 (copy)  | +12 +8 +4     | a2 a1 a0         | S - 24 .. S - 32
+//   | function (ecx)   | <- esp (+0)   +------------------+ <- esp at the call (S - 32)
+//   | ret into stub    |  \
+//   | ebp ebx esi edi  |  / a deferred switch's saved context (esp stored in *lib_save)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_libcall",
+    ".type stackrt_lookahead_libcall, @function",
+    ".p2align 4",
+    "stackrt_lookahead_libcall:",
+    "push 12(%esp)",
+    "push 12(%esp)",
+    "push 12(%esp)",
+    "push %ecx",
+    ".Lla_lib_call32:",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %eax",
+    "mov %esp, -16(%eax)",
+    "mov 4(%esp), %edx",
+    "mov %edx, -32(%eax)",
+    "mov 8(%esp), %edx",
+    "mov %edx, -28(%eax)",
+    "mov 12(%esp), %edx",
+    "mov %edx, -24(%eax)",
+    "mov (%esp), %ecx",
+    "lea -32(%eax), %esp",
+    "call *%ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "mov -16(%ecx), %esp",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "jne .Lla_lib_switch32",
+    "add $16, %esp",
+    "ret",
+    ".Lla_lib_switch32:",
+    "call .Lla_lib_save32",
+    "movl $1, %gs:stackrt_chunk_tls@ntpoff+20",
+    "jmp .Lla_lib_call32",
+    // The switch: the green switch's frame, then the other context's.
+    ".Lla_lib_save32:",
+    "push %ebp",
+    "push %ebx",
+    "push %esi",
+    "push %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff+12, %ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff+16, %edx",
+    "movl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "mov %esp, (%ecx)",
+    "mov %edx, %esp",
+    "pop %edi",
+    "pop %esi",
+    "pop %ebx",
+    "pop %ebp",
+    "ret",
+    ".size stackrt_lookahead_libcall, .-stackrt_lookahead_libcall",
+    options(att_syntax)
+);
