@@ -171,10 +171,12 @@ pub extern "C" fn stackrt_chunk_pending_switch() {
 
 /// Whether `sp` lies on the calling OS thread's handler stack of a green-thread worker (a
 /// thread-library call made through `stackrt_lookahead_libcall` runs there).
+#[inline]
 pub fn on_worker_handler_stack(sp: usize) -> bool {
+    let t = tls();
     // SAFETY: the calling thread's own block.
-    let (top, from_enter) = unsafe { ((*tls()).handler_stack, (*tls()).from_enter) };
-    from_enter == 0 && top != 0 && sp <= top && top - sp <= MIN_HANDLER_STACK
+    let (top, from_enter) = unsafe { ((*t).handler_stack, (*t).from_enter) };
+    top.wrapping_sub(sp) <= MIN_HANDLER_STACK && from_enter == 0 && top != 0
 }
 
 /// Defers a context switch to the thread-library stub (`stackrt_lookahead_libcall`) that

@@ -764,7 +764,8 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
         unsafe { crate::chunk::global::switch_chain(&mut *cr.chain.get(), &*nx.chain.get()) };
-        if s.first_chunk_in_block {
+        // SAFETY: `cur`'s chain state was just saved.
+        if s.first_chunk_in_block && unsafe { (*cr.chain.get()).outgrown() } {
             // As `after_switch` does for a thread that switched out through the scheduler;
             // here the stack pointer is this frame's, or the library stub's.
             let here = 0u8;
