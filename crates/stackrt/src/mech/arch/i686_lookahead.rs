@@ -20,13 +20,14 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
-// back. Preserves ebp ebx esi edi.
+// back. Preserves ebp ebx esi edi. The call is callee-cleanup's (the return address pushed
+// before the arguments, a jump; the callee pops both and jumps back).
 //
 //   native stack                              first chunk
 //   | nargs a1 a0 fp    | X + 20 ..           +-----------------------+ H = ebp = header
-//   | return address    | X + 16              | a1 (if nargs = 2)     |
-//   | ebp ebx esi edi   | 16 bytes            | a0 (if nargs >= 1)    |
-//   +-------------------+ X                   | return address        |
+//   | return address    | X + 16              | return address        |
+//   | ebp ebx esi edi   | 16 bytes            | a1 (if nargs = 2)     |
+//   +-------------------+ X                   | a0 (if nargs >= 1)    |
 //   | (alignment)       |                     | frame of fp ...       |
 //   | X                 | T + 12              v                       v
 //   | (unused)          | T + 4 .. T + 8
@@ -67,6 +68,11 @@ global_asm!(
     "call {enter}",
     "mov %eax, %ebp",
     "mov %eax, %esp",
+    // The `call` pushes the return address (to the `jmp` after it) first, callee-cleanup's
+    // order, without an absolute relocation.
+    "call .Lla_push_args32",
+    "jmp .Lla_entered32",
+    ".Lla_push_args32:",
     "mov 32(%ebx), %ecx",
     "cmp $2, %ecx",
     "jb .Lla_one32",
@@ -76,7 +82,8 @@ global_asm!(
     "jb .Lla_none32",
     "push 24(%ebx)",
     ".Lla_none32:",
-    "call *20(%ebx)",
+    "jmp *20(%ebx)",
+    ".Lla_entered32:",
     "mov (%ebp), %esp",
     "mov %eax, %esi",
     "mov %esp, %edi",

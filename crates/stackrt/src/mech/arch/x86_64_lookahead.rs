@@ -20,13 +20,14 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
-// back. Preserves every System V callee-saved register.
+// back. Preserves every System V callee-saved register. The call is callee-cleanup's (the
+// return address pushed before the arguments, a jump; the callee pops both and jumps back).
 //
 //   native stack                              first chunk
 //   | return address (to Rust) |              +-----------------------+ H = rbp = header
-//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | a1 (if nargs = 2)     |
-//   +--------------------------+ X            | a0 (if nargs >= 1)    |
-//   | (alignment)              |              | return address        |
+//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | return address        |
+//   +--------------------------+ X            | a1 (if nargs = 2)     |
+//   | (alignment)              |              | a0 (if nargs >= 1)    |
 //   | X                        | T + 8        | frame of fp ...       |
 //   | reclaim budget (u32)     | T + 0        v                       v
 //   +--------------------------+ T = thread stack (16-byte aligned): header word 0
@@ -66,6 +67,8 @@ global_asm!(
     "call {enter}",
     "mov %rax, %rbp",
     "mov %rax, %rsp",
+    "lea .Lla_entered64(%rip), %rax",
+    "push %rax",
     "cmp $2, %r15",
     "jb .Lla_one64",
     "push %r14",
@@ -74,7 +77,8 @@ global_asm!(
     "jb .Lla_none64",
     "push %r13",
     ".Lla_none64:",
-    "call *%r12",
+    "jmp *%r12",
+    ".Lla_entered64:",
     "mov (%rbp), %rsp",
     "mov %rax, %rbx",
     "mov %rsp, %r12",
