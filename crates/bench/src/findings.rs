@@ -454,7 +454,7 @@ fn findings() -> Vec<Finding> {
             thesis: "\"one could modify Look-Ahead to use the faster Callee-cleanup sequence as well\"",
             measure: |_, t, tg| ratio_at_largest(t, "summation_single", tg, "lookahead", "callee-cleanup"),
             holds: |r| r <= 1.03,
-            changed_because: "lookahead still uses traditional's caller cleanup and `ret`",
+            changed_because: "what lookahead adds to callee-cleanup's sequence is its checkpoint: a load of the chunk limit and a compare on every call of a call-graph cycle",
         },
         Finding {
             plot: "tree_single-ratio",
@@ -463,7 +463,7 @@ fn findings() -> Vec<Finding> {
             thesis: "\"one could modify Look-Ahead to use the faster Callee-cleanup sequence as well\"",
             measure: |_, t, tg| ratio_at_largest(t, "tree_single", tg, "lookahead", "callee-cleanup"),
             holds: |r| r <= 1.03,
-            changed_because: "lookahead still uses traditional's caller cleanup and `ret`",
+            changed_because: "what lookahead adds to callee-cleanup's sequence is its checkpoint: a load of the chunk limit and a compare on every call of a call-graph cycle",
         },
         Finding {
             plot: "green_park-memory",
@@ -472,7 +472,7 @@ fn findings() -> Vec<Finding> {
             thesis: "(not in the thesis; Go's 2 KiB goroutine stacks are the peer)",
             measure: |_, t, tg| worst_rss_ratio(t, "green_park", tg, "lookahead", "go"),
             holds: |r| r <= 1.0,
-            changed_because: "a green thread's first block keeps 8 KiB of handler room between its entry frames and its first chunk (two pages for a shallow thread), and every frame that calls C reserves 8 KiB",
+            changed_because: "the frames themselves: a C-- level pushes its arguments and return address (48 bytes a level in `park.cm`), more than a Go frame with register arguments, which shows at depth 1000",
         },
         Finding {
             plot: "call_depth-ratio",
