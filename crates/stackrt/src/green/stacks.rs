@@ -15,7 +15,7 @@ use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
 /// and 176 on i686, measured 2026-11-26). If they ever needed more, the chunk runtime would
 /// find the offered first chunk too small for the entry's need and take one of its own chunks
 /// instead: never an overlap.
-pub const ENTRY_ROOM: usize = 256;
+pub const ENTRY_ROOM: usize = 192;
 
 /// Bytes at the bottom of a `lookahead` block, below its first chunk's limit, that hold a
 /// known pattern while the thread runs: compiled code never writes below the limit, so a
