@@ -81,7 +81,7 @@ pub fn write_tables(out: &mut String, table: &Table, points: &[Point]) {
     for (yielding, title) in [(false, "parked on a mutex"), (true, "waiting by yielding")] {
         let _ = writeln!(
             out,
-            "\nThreads {title}:\n\n| target | threads | depth | bytes/level | floor B/thread | cmm B/thread | Go B/thread | cmm / Go memory | cmm s | Go s | cmm / Go time |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "\nThreads {title} (point: the x of the plots and of the tables below):\n\n| point | target | threads | depth | bytes/level | floor B/thread | cmm B/thread | Go B/thread | cmm / Go memory | cmm s | Go s | cmm / Go time |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for target in Target::ALL {
             for r in rows(table, points, target)
@@ -97,7 +97,8 @@ pub fn write_tables(out: &mut String, table: &Table, points: &[Point]) {
                 let time = |c: Option<&Cell>| c.map(|c| c.time.median);
                 let _ = writeln!(
                     out,
-                    "| {target} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {target} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    r.x,
                     thousands(r.shape.threads),
                     r.shape.depth,
                     r.floor / r.shape.depth.max(1),
@@ -238,7 +239,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("| i686 | 1,000 | 10 | 24 | 240 | 1,024 | - | - | 0.50 | - | - |"),
+            out.contains("| 1 | i686 | 1,000 | 10 | 24 | 240 | 1,024 | - | - | 0.50 | - | - |"),
             "{out}"
         );
         let parked_at = out.find("parked on a mutex").unwrap();
