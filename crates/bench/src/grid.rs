@@ -181,6 +181,39 @@ pub fn worst_floor_ratio(
         })
 }
 
+/// The largest ratio of C-- to Go time over the points of `target` with at least
+/// `least_threads` threads, by mean times: (ratio, the same point's ratio of minimum times, text).
+pub fn worst_time_ratio(
+    table: &Table,
+    points: &[Point],
+    target: Target,
+    least_threads: u64,
+) -> Option<(f64, f64, String)> {
+    rows(table, points, target)
+        .iter()
+        .filter(|r| r.shape.threads >= least_threads)
+        .filter_map(|r| {
+            let (c, g) = (r.cmm?, r.go?);
+            Some((c.time.mean / g.time.mean, c.time.min / g.time.min, r, c, g))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(ratio, by_min, r, c, g)| {
+            (
+                ratio,
+                by_min,
+                format!(
+                    "{ratio:.2}x at the worst point ({} threads {} deep, {} B/level, {}: {:.2} vs {:.2} s)",
+                    thousands(r.shape.threads),
+                    r.shape.depth,
+                    r.floor / r.shape.depth.max(1),
+                    if r.shape.yielding { "yielding" } else { "parked" },
+                    c.time.mean,
+                    g.time.mean,
+                ),
+            )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,8 +285,54 @@ mod tests {
         assert!(worst_memory_ratio(&table, &e.points, Target::X86_64, 1001).is_none());
         assert!(worst_memory_ratio(&table, &e.points, Target::I686, 1).is_none());
         // Bound: 1000 x (1.1 x 480 + 512) + 64 MiB = 1,040,000 + 67,108,864 = 68,148,864 bytes.
+        // Times: 0.5/0.25 = 2.0 parked, 1.0/2.0 = 0.5 yielding.
+        let (r, by_min, text) = worst_time_ratio(&table, &e.points, Target::X86_64, 1).unwrap();
+        assert_eq!((r, by_min), (2.0, 2.0));
+        assert!(text.contains("parked: 0.50 vs 0.25 s"), "{text}");
         let (r, _) = worst_floor_ratio(&table, &e.points, Target::X86_64, 1000).unwrap();
         assert!((r - 6000.0 * 1024.0 / 68_148_864.0).abs() < 1e-9, "{r}");
+    }
+
+    /// The full grid: every threads x depth x frame x wait whose live frames fit in 5 GiB, and
+    /// ten million threads; i686 and the Go peer only where they can fit.
+    #[test]
+    fn the_full_grid() {
+        let e = all(std::path::Path::new("/r"), Size::Full)
+            .into_iter()
+            .find(|e| e.name == EXPERIMENT)
+            .unwrap();
+        let shapes: Vec<GridShape> = e
+            .points
+            .iter()
+            .map(|p| GridShape::of(&p.args).unwrap())
+            .collect();
+        // 27 shapes per wait, less 1,000,000 x 1000 (3), 1,000,000 x 100 x 256 and
+        // 100,000 x 1000 x 256: 22 per wait, and the ten-million point.
+        assert_eq!(shapes.len(), 45);
+        assert_eq!(shapes.iter().filter(|s| s.yielding).count(), 22);
+        let big = GridShape {
+            threads: 10_000_000,
+            depth: 10,
+            frame: 24,
+            yielding: false,
+        };
+        assert_eq!(shapes.last(), Some(&big));
+        for (p, s) in e.points.iter().zip(&shapes) {
+            let floor = s.threads * s.floor_per_thread(Target::X86_64).unwrap();
+            assert!(floor <= 5 << 30, "{s:?}");
+            assert_eq!(
+                p.x86_64_only,
+                s.threads > 100_000 || floor > 1 << 30,
+                "{s:?}"
+            );
+            assert_eq!(p.go_least_bytes, s.threads * 2432);
+        }
+        // Points are numbered 1, 2, ... in order.
+        assert!(e
+            .points
+            .iter()
+            .enumerate()
+            .all(|(i, p)| p.x == (i + 1) as f64));
     }
 
     #[test]
