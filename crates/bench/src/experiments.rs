@@ -220,7 +220,7 @@ fn grid_points(size: Size) -> Vec<Point> {
             vec![24, 48, 256],
         ),
         (vec![10_000], vec![10, 100], vec![24, 256]),
-        (vec![1_000], vec![10], vec![48]),
+        (vec![1_000], vec![10], vec![24]),
     );
     let mut shapes = Vec::new();
     for yielding in [false, true] {

@@ -404,7 +404,7 @@ fn grid_measured(
     results: &Results,
     table: &Table,
     t: Target,
-    worst: fn(&Table, &[crate::experiments::Point], Target, u64) -> Option<(f64, String)>,
+    worst: crate::grid::Worst,
 ) -> Measured {
     let e = results
         .experiments
