@@ -206,6 +206,47 @@ fn green_threads_call_c_at_every_level_of_a_deep_recursion() {
     }
 }
 
+/// Green threads' stack blocks count against `STACKRT_MEMORY_LIMIT` like the runtime's chunks
+/// (README: "bytes of stack chunks all threads together may use"), and a thread holds about
+/// what it uses: 20,000 threads parked 10 levels deep (tests/green/park.cm) hold under 2 KiB
+/// of stack each and run under a 64 MiB limit; 100 levels deep, where every thread's frames
+/// outgrow the block its compiled stack need asks for (the recursion's depth is not known
+/// statically), under 8 KiB each, within 256 MiB. When each thread linked a 32 KiB chunk
+/// beside its block, both needed over 600 MiB. A 16 MiB limit stops the program with one
+/// line naming the thread, status 70.
+#[test]
+fn green_stack_blocks_count_against_the_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build("tests/green/park.cm", dir.path(), "lookahead", target);
+        let run = |depth: &str, limit: &str| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["20000", depth])
+                .env("STACKRT_WORKERS", "1")
+                .env("STACKRT_MEMORY_LIMIT", limit);
+            run_within(cmd, Duration::from_secs(60), "park")
+        };
+        for (depth, limit) in [("10", "64M"), ("100", "256M")] {
+            let o = run(depth, limit);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{target} {depth}: {}",
+                text(&o.stderr)
+            );
+            assert_eq!(
+                text(&o.stdout),
+                "20000 threads arrived, 0 results wrong\n",
+                "{target} {depth}"
+            );
+        }
+        let o = run("10", "16M");
+        assert_eq!(o.status.code(), Some(70), "{target}: {}", text(&o.stderr));
+        common::assert_one_line(&o, "out of memory for stack chunks", "16M limit");
+        assert!(text(&o.stderr).contains("green thread "), "{target}");
+    }
+}
+
 /// Each green thread has its own `errno`: eight threads make C calls fail with different
 /// errors, yield, and read `errno` back (tests/green/errno.cm). The expected line is what gcc
 /// prints for the same source with the oracle's thread library (`tests/oracle/sthread.c`, OS

@@ -158,32 +158,32 @@ pub const DEFAULT_EXTERN_BUDGET_32: u32 = 8 * 1024;
 /// the one word it saves.
 pub const GREEN_CCALL_BUDGET: u32 = 16;
 
-/// Budgets of a green thread's calls into the thread library (`sthread_*`) under `lookahead`:
-/// those calls may switch threads, so they run on the thread's own stack, and each budget is
-/// the runtime's deepest path from that function's C entry to the context switch, with a
-/// margin. Measured 2026-11-26 by painting fresh stack blocks (threads calling one function
-/// 20 times at the bottom of their stack, contended and not, in the free-running and the
-/// deterministic modes), x86-64 / i686 in bytes: `sthread_mutex_lock` + `_unlock` 176 / 144,
-/// `sthread_mutex_create` + `_destroy` 248 / 248, `sthread_yield` 408 / 288 (it may give the
-/// next thread its stack), `sthread_join` 608 / 568, `sthread_create` 896 / 744 (`malloc`).
-/// `tests/green.rs` (`the_thread_library_fits_its_budget_on_a_green_stack`) runs them all at
+/// Budget of a green thread's call into the thread library (`sthread_*` but `sthread_exit`)
+/// under `lookahead`: the call runs on the worker's handler stack through
+/// `stackrt_lookahead_libcall` (`emit::mech::lookahead`, "C calls of green threads"), and a
+/// switch it makes saves the thread's context on the thread's stack below the stub's words:
+/// 88 bytes on x86-64 and 40 on i686 below the return address.
+pub const LIBCALL_BUDGET: u32 = 128;
+
+/// Budget of a green thread's call of `sthread_exit` under `lookahead`, which switches away
+/// for good on the thread's own stack (its deepest path to the switch, 176 bytes on x86-64 as
+/// `sthread_mutex_lock`'s was, with a margin). `tests/green.rs`
+/// (`the_thread_library_fits_its_budget_on_a_green_stack`) runs every call of the library at
 /// the bottom of threads; the runtime checks a canary below every green thread's first chunk
 /// when the thread ends and stops the program with one line if a call overran.
+pub const THREAD_EXIT_BUDGET: u32 = 512;
+
+/// The budget of a green thread's call of the thread-library function `name`.
 pub fn thread_library_budget(name: &str) -> u32 {
-    match name {
-        "sthread_mutex_lock"
-        | "sthread_mutex_unlock"
-        | "sthread_mutex_create"
-        | "sthread_mutex_destroy"
-        | "sthread_exit" => 512,
-        "sthread_yield" | "sthread_join" => 1024,
-        _ => THREAD_LIBRARY_BUDGET,
+    if name == THREAD_EXIT {
+        THREAD_EXIT_BUDGET
+    } else {
+        LIBCALL_BUDGET
     }
 }
 
-/// The budget of [`thread_library_budget`] for `sthread_create` and any other function of the
-/// thread library.
-pub const THREAD_LIBRARY_BUDGET: u32 = 1536;
+/// The thread library's function that never returns (called directly, not through the stub).
+pub const THREAD_EXIT: &str = "sthread_exit";
 
 /// The prefix of the thread library's functions.
 pub const THREAD_LIBRARY_PREFIX: &str = "sthread_";
@@ -239,7 +239,7 @@ pub struct CallGraphConfig {
     pub extern_budget: u32,
     /// Green threads (`--threads green`): a call to a C function runs on the worker's handler
     /// stack and needs [`GREEN_CCALL_BUDGET`]; a call into the thread library runs on the
-    /// thread's stack and needs [`THREAD_LIBRARY_BUDGET`] (`extern_budget` is not used).
+    /// thread's stack and needs [`thread_library_budget`] (`extern_budget` is not used).
     pub green: bool,
 }
 
@@ -511,12 +511,13 @@ impl fmt::Display for CallGraphPlan {
             writeln!(
                 f,
                 "call graph: chunk size {} bytes, capacity {} bytes, green threads (C calls \
-                 {} bytes on the thread's stack, the thread library 512 to {} bytes), {} \
-                 checkpoints",
+                 {} bytes on the thread's stack, the thread library {} bytes, sthread_exit \
+                 {} bytes), {} checkpoints",
                 c.chunk_size,
                 c.capacity,
                 GREEN_CCALL_BUDGET,
-                THREAD_LIBRARY_BUDGET,
+                LIBCALL_BUDGET,
+                THREAD_EXIT_BUDGET,
                 self.checkpoint_count()
             )?;
         } else {

@@ -507,3 +507,36 @@ pub fn exit_chain_if_active() {
         }
     })
 }
+
+/// Admits up to `n` green-thread stack blocks of `bytes` each against the memory limit, as if
+/// they were chunks (`Runtime::carve_foreign`): returns how many fit (at least one), or ends
+/// the program with the limit's one line naming green thread `thread`, status 70, as a chunk
+/// over the limit would. With no runtime yet, admits all.
+pub fn admit_foreign_blocks(bytes: usize, n: usize, thread: i32) -> usize {
+    let Some(rt) = RUNTIME.get() else { return n };
+    match rt.carve_foreign(bytes, n) {
+        Ok(n) => n,
+        Err(e) => {
+            let mut buf = StackBuf::<384>::new();
+            let _ = core::fmt::write(
+                &mut buf,
+                format_args!(
+                    "stackrt: green thread {thread} (tid {}): {e}\n",
+                    crate::base::os::gettid()
+                ),
+            );
+            buf.write_to_stderr();
+            if rt.config().count_stats {
+                rt.stats().snapshot().print(rt.config().geometry.chunk_size);
+            }
+            exit_fatal()
+        }
+    }
+}
+
+/// Gives back an admission of [`admit_foreign_blocks`] for `bytes` that were not carved.
+pub fn unadmit_foreign_blocks(bytes: usize) {
+    if let Some(rt) = RUNTIME.get() {
+        rt.uncarve_foreign(bytes);
+    }
+}

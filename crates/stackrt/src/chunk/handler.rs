@@ -38,13 +38,23 @@ struct ChunkTls {
     /// Non-zero: `handler_stack` is this OS thread's own stack below its entry trampoline, set
     /// at its enter (reset at its exit), not a worker's.
     from_enter: usize,
-    _pad: usize,
+    /// A switch a thread-library call made through `stackrt_lookahead_libcall` deferred to
+    /// the stub (see [`defer_switch`]): where the thread's context goes (0: none) ...
+    lib_save: usize,
+    /// ... and the context to resume.
+    lib_load: usize,
+    /// Non-zero: the stub repeats a thread-library call after the switch it deferred.
+    resumed: usize,
+    _pad: [usize; 2],
 }
 
 const P: usize = core::mem::size_of::<usize>();
 const _: () = {
     assert!(core::mem::offset_of!(ChunkTls, handler_stack) == 0);
     assert!(core::mem::offset_of!(ChunkTls, switch_pending) == P);
+    assert!(core::mem::offset_of!(ChunkTls, lib_save) == 3 * P);
+    assert!(core::mem::offset_of!(ChunkTls, lib_load) == 4 * P);
+    assert!(core::mem::offset_of!(ChunkTls, resumed) == 5 * P);
 };
 
 // The block itself: `.tbss`, zero at thread start. Defined in assembly so that the handlers'
@@ -158,3 +168,49 @@ pub extern "C" fn stackrt_chunk_pending_switch() {
         f();
     }
 }
+
+/// Whether `sp` lies on the calling OS thread's handler stack of a green-thread worker (a
+/// thread-library call made through `stackrt_lookahead_libcall` runs there).
+#[inline]
+pub fn on_worker_handler_stack(sp: usize) -> bool {
+    let t = tls();
+    // SAFETY: the calling thread's own block.
+    let (top, from_enter) = unsafe { ((*t).handler_stack, (*t).from_enter) };
+    top.wrapping_sub(sp) <= MIN_HANDLER_STACK && from_enter == 0 && top != 0
+}
+
+/// Defers a context switch to the thread-library stub (`stackrt_lookahead_libcall`) that
+/// called the running code on the handler stack: when the call returns to it, the stub saves
+/// the thread's context on the thread's own stack (the green switch's format) into `*save`
+/// and resumes the context `load`; when the thread is resumed, the stub makes the same call
+/// again with [`take_resumed`] true. So a thread parked in the thread library holds only the
+/// stub's few words on its stack, not the library's frames (Go's `mcall`: the goroutine's
+/// state is saved and the scheduler runs on `g0`).
+///
+/// # Safety
+/// The caller runs on the handler stack under the stub (see [`on_worker_handler_stack`]) and
+/// returns to it without any other switch; `save` and `load` are valid for the switch.
+pub unsafe fn defer_switch(save: *mut usize, load: usize) {
+    // SAFETY: the calling thread's own block.
+    unsafe {
+        (*tls()).lib_load = load;
+        (*tls()).lib_save = save as usize;
+    }
+}
+
+/// Whether the running thread-library call is the stub's repetition after a deferred switch
+/// (and clears the mark).
+pub fn take_resumed() -> bool {
+    // SAFETY: the calling thread's own block.
+    unsafe { core::mem::replace(&mut (*tls()).resumed, 0) != 0 }
+}
+
+/// The SP of the thread whose library call runs on the handler stack: the stub keeps it in
+/// the handler stack's top slot ([`on_worker_handler_stack`] must hold).
+pub fn stub_caller_sp() -> usize {
+    // SAFETY: the calling thread's own block; the stub wrote the slot below the top.
+    unsafe { *(((*tls()).handler_stack - LIB_SP_SLOT) as *const usize) }
+}
+
+/// Where below the handler stack's top the C-call and library stubs keep the thread's SP.
+pub const LIB_SP_SLOT: usize = 16;

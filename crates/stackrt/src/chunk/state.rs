@@ -44,6 +44,12 @@ impl ChainState {
         self.active
     }
 
+    /// Whether the thread has outgrown its first chunk (more than one chunk in its chain).
+    #[inline]
+    pub fn outgrown(&self) -> bool {
+        self.active && self.depth >= 2
+    }
+
     /// Bytes of stack a switched-out thread whose saved SP is `sp` uses, from its first
     /// chunk's top, if it has outgrown its first chunk (None otherwise, or when `sp` is not in
     /// its newest chunk).

@@ -16,8 +16,8 @@ use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 const SLOTS: usize = 256;
 
 /// The largest learned need: deeper threads link chunks (which grow geometrically) instead of
-/// starting with a block this big.
-pub const MAX_LEARNED: usize = 1 << 20;
+/// starting with a block this big (256 KiB: 5,000 levels of 48-byte frames).
+pub const MAX_LEARNED: usize = 256 << 10;
 
 struct Slot {
     fp: AtomicUsize,

@@ -80,6 +80,9 @@ const REGION_SIZE: usize = 64 << 20;
 #[cfg(target_pointer_width = "32")]
 const REGION_SIZE: usize = 8 << 20;
 
+/// Bytes of blocks a worker's cache takes at most at once from the shared lists or a region.
+const REFILL_BYTES: usize = 256 << 10;
+
 /// Blocks of one size a worker keeps for its next threads; beyond it half of them go to the
 /// shared lists.
 pub const WORKER_CACHE: usize = 64;
@@ -147,14 +150,24 @@ impl Blocks {
     }
 
     /// A block of `size` bytes (a [`block_size`]) for the worker owning `cache`: from the
-    /// cache, else half a cache's worth from the shared list or fresh from a region.
-    pub fn take(&self, cache: &mut BlockCache, size: usize) -> Result<usize, nix::Error> {
+    /// cache, else half a cache's worth from the shared list or fresh from a region. Fresh
+    /// blocks are counted against the chunk runtime's memory limit
+    /// (`crate::chunk::global::admit_foreign_blocks`, which ends the program with one line
+    /// naming green thread `thread` when none fits).
+    pub fn take(
+        &self,
+        cache: &mut BlockCache,
+        size: usize,
+        thread: i32,
+    ) -> Result<usize, nix::Error> {
         let list = cache.list(size);
         if let Some(b) = list.pop() {
             return Ok(b);
         }
         let mut s = self.lock();
-        let want = WORKER_CACHE / 2;
+        // Half a cache, but no more than REFILL_BYTES of large blocks at once: fresh blocks
+        // count against the memory limit.
+        let want = (WORKER_CACHE / 2).min(REFILL_BYTES / size).max(1);
         if let Some(shared) = s.lists.get_mut(&size) {
             while list.len() < want {
                 let Some(b) = shared.free.pop_back() else {
@@ -164,9 +177,17 @@ impl Blocks {
                 list.push(b);
             }
         }
+        let fresh = want - list.len();
+        let admitted = if fresh > 0 {
+            crate::chunk::global::admit_foreign_blocks(size, fresh, thread)
+        } else {
+            0
+        };
+        let want = list.len() + admitted;
         while list.len() < want {
             if s.end - s.next < size {
                 if !list.is_empty() {
+                    crate::chunk::global::unadmit_foreign_blocks(size * (want - list.len()));
                     break;
                 }
                 let len = NonZeroUsize::new(REGION_SIZE.max(size)).ok_or(nix::Error::EINVAL)?;

@@ -120,12 +120,20 @@
 //! and the runtime's trampoline ([`CCALL_TRAMPOLINE`]) copies the `A` bytes of stack arguments
 //! to the worker's handler stack, calls `f` there and returns on the thread's stack with `f`'s
 //! results, as Go runs system calls and cgo on `g0`. So the call graph gives such a call
-//! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget, and a
-//! thread's stack holds its C-- frames and the thread library's calls
-//! ([`callgraph::thread_library_budget`], 512 to 1536 bytes: they may switch threads, so they stay on the thread's
-//! stack). The registers are free at that point for the same reason the checkpoint's test
-//! needs none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under
-//! OS threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
+//! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget.
+//!
+//! Calls into the thread library may switch threads. They run on the handler stack too,
+//! through [`LIBCALL_STUB`] (`lea r11, [rip + sthread_f]; call stackrt_lookahead_libcall`,
+//! `mov ecx, OFFSET sthread_f` on i686), which makes the switch the library asks for itself,
+//! saving the thread's context on the thread's own stack, and repeats the call when the
+//! thread is resumed (Go's `mcall`). A thread parked in a mutex or a join thus holds its C--
+//! frames and the stub's words ([`callgraph::LIBCALL_BUDGET`], 128 bytes), not the library's
+//! frames. `sthread_exit`, which never returns, is called directly on the thread's stack
+//! ([`callgraph::THREAD_EXIT_BUDGET`]).
+//!
+//! The registers are free at both stubs' calls for the same reason the checkpoint's test needs
+//! none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under OS
+//! threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
 //!
 //! # Frames larger than a chunk
 //!
@@ -187,7 +195,7 @@ use std::fmt::Write;
 use cranelift_codegen::ir::{ExternalName, InstructionData};
 use regalloc2::PReg;
 
-use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
+use super::{sub_sp, CallSite, CalleeCleanup, FrameInfo, Mechanism};
 use crate::callgraph::{
     self, CallGraphConfig, CallGraphInput, CallGraphPlan, ChunkHeaderLayout, FunctionNode,
 };
@@ -224,6 +232,11 @@ pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
 /// with the function's results and every callee-saved register.
 pub const CCALL_TRAMPOLINE: &str = "stackrt_lookahead_ccall";
 
+/// The runtime's thread-library stub of green threads: calls the thread-library function in
+/// the scratch register on the worker's handler stack, and makes the context switch the
+/// library asks for on the thread's own stack (see the module docs).
+pub const LIBCALL_STUB: &str = "stackrt_lookahead_libcall";
+
 /// Labels around the program's compiled code (every function and its out-of-line stubs;
 /// mirrors `stackrt::base::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
 /// register always holds the running chunk's header, which is what lets the runtime's
@@ -254,23 +267,22 @@ impl Mechanism for LookaheadBase {
         vec![regs::gpr(CHUNK_REGISTER)]
     }
     fn entry_arg_offset(&self, target: Target) -> u32 {
-        target.slot()
+        CalleeCleanup.entry_arg_offset(target)
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
         // Listing 3.11, line 1.
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
-        // Listing 3.11, lines 3-4.
-        add_sp(f.target, f.frame_size, out);
-        out.push_str("\tret\n");
+        // Callee-cleanup's (paper 4.2): the frame, the arguments and the return address go,
+        // and the return is a jump through the saved address.
+        CalleeCleanup.epilogue(f, out);
     }
-    fn call_prefix(&self, _c: &CallSite, _out: &mut String) -> u32 {
-        0
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        CalleeCleanup.call_prefix(c, out)
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
-        let _ = writeln!(out, "\tcall {}", c.callee);
-        add_sp(c.target, c.arg_bytes, out);
+        CalleeCleanup.call_suffix(c, out);
     }
 }
 
@@ -339,13 +351,24 @@ fn checkpoint_compare(t: Target, label: u32, reserve: u32, args: u32, out: &mut 
 /// call, and out of line the call on a new chunk, which is unlinked as soon as the call
 /// returns, so the common path needs no underflow test.
 fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
-    let (t, args) = (c.target, c.arg_bytes);
-    checkpoint_compare(t, label, reserve, args, out);
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, args, out);
-    overflow_stub(t, label, reserve, args, OVERFLOW_HANDLER_CMM, out);
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, args, out);
+    let t = c.target;
+    let r = regs_of(t);
+    // The return address and the arguments are pushed (callee-cleanup's order).
+    let pushed = c.arg_bytes + t.slot();
+    checkpoint_compare(t, label, reserve, pushed, out);
+    CalleeCleanup.call_suffix(c, out);
+    overflow_stub(t, label, reserve, pushed, OVERFLOW_HANDLER_CMM, out);
+    // On the new chunk the callee returns to the unlink, not to the caller: the copied return
+    // address (the highest pushed word) is replaced.
+    let _ = writeln!(
+        out,
+        "\tmov {} ptr [{} + {}], offset .Lla{label}_unl",
+        r.word,
+        r.sp,
+        pushed - t.slot()
+    );
+    let _ = writeln!(out, "\tjmp {}", c.callee);
+    let _ = writeln!(out, ".Lla{label}_unl:");
     unlink_chunk(t, label, out);
     out.push_str("\t.subsection 0\n");
 }
@@ -542,8 +565,8 @@ impl Mechanism for Lookahead {
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
         LookaheadBase.epilogue(f, out);
     }
-    fn call_prefix(&self, _c: &CallSite, _out: &mut String) -> u32 {
-        0
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        LookaheadBase.call_prefix(c, out)
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
         match self.next_site(c, false) {
@@ -561,10 +584,12 @@ impl Mechanism for Lookahead {
         self.state.borrow_mut().pending = site;
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
-        if self.green && !c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX) {
-            green_ccall(c, out);
-        } else {
+        if !self.green || c.callee == callgraph::THREAD_EXIT {
             let _ = writeln!(out, "\tcall {}", c.callee);
+        } else if c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX) {
+            green_libcall(c, out);
+        } else {
+            green_ccall(c, out);
         }
     }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
@@ -591,6 +616,22 @@ fn green_ccall(c: &CallSite, out: &mut String) {
     }
     let _ = writeln!(out, "\tmov {}, {}", r.args, c.arg_bytes);
     let _ = writeln!(out, "\tcall {CCALL_TRAMPOLINE}\t# on the worker's stack");
+}
+
+/// A green thread's call into the thread library (see the module docs): through
+/// [`LIBCALL_STUB`] with the function in the scratch register; the (at most three) word
+/// arguments stay where the C ABI put them.
+fn green_libcall(c: &CallSite, out: &mut String) {
+    let r = regs_of(c.target);
+    match c.target {
+        Target::X86_64 => {
+            let _ = writeln!(out, "\tlea {}, [rip + {}]", r.scratch, c.callee);
+        }
+        Target::I686 => {
+            let _ = writeln!(out, "\tmov {}, OFFSET {}", r.scratch, c.callee);
+        }
+    }
+    let _ = writeln!(out, "\tcall {LIBCALL_STUB}\t# on the worker's stack");
 }
 
 fn emit_error(message: String) -> EmitError {
@@ -655,8 +696,16 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
             });
         }
         // The pushes of a checkpoint happen before its test, so they must fit in the room
-        // reserved for the caller: the analysis sees them as part of the caller's frame.
-        let pushes = calls.iter().map(|c| c.arg_bytes).max().unwrap_or(0);
+        // reserved for the caller: the analysis sees them as part of the caller's frame. A
+        // call to a C-- function pushes its return address first (callee-cleanup's order).
+        let pushes = calls
+            .iter()
+            .map(|c| match c.callee {
+                Callee::Function(_) => c.arg_bytes + target.slot(),
+                Callee::Extern(_) => c.arg_bytes,
+            })
+            .max()
+            .unwrap_or(0);
         functions.push(FunctionNode {
             name: f.name.clone(),
             frame: frame + pushes,
@@ -783,7 +832,7 @@ mod tests {
             target: t,
             callee: "cmm_f",
             arg_bytes,
-            return_label: "",
+            return_label: ".Lret",
         }
     }
 
@@ -799,21 +848,24 @@ mod tests {
     fn c_checkpoint_sequence_i686() {
         let mut s = String::new();
         checkpoint_call(&site(Target::I686, 8), 7, 100, &mut s);
-        // 100 - 8 + 16 = 108 below the SP after the pushes; limit is header word 3; prev_sp,
-        // prev_header and the thread stack are words 1, 2 and 0.
-        let want = "\tlea ecx, [esp - 108]\t# checkpoint: reserve 100\n\
+        // The return address and 8 bytes of arguments were pushed: 100 - 12 + 16 = 104 below
+        // the SP after the pushes; limit is header word 3; prev_sp, prev_header and the thread
+        // stack are words 1, 2 and 0. On the new chunk the copied return address, 8 bytes
+        // above the SP, becomes the unlink's.
+        let want = "\tlea ecx, [esp - 104]\t# checkpoint: reserve 100\n\
                     \tcmp ecx, dword ptr [ebp + 12]\t# chunk limit\n\
                     \tjb .Lla7_ovf\n\
-                    \tcall cmm_f\n\
-                    \tadd esp, 8\n\
+                    \tjmp cmm_f\n\
+                    .Lret:\n\
                     .Lla7_back:\n\
                     \t.subsection 1\n\
                     .Lla7_ovf:\n\
                     \tmov ecx, 100\n\
-                    \tmov edx, 8\n\
+                    \tmov edx, 12\n\
                     \tcall stackrt_lookahead_overflow_cmm\n\
-                    \tcall cmm_f\n\
-                    \tadd esp, 8\n\
+                    \tmov dword ptr [esp + 8], offset .Lla7_unl\n\
+                    \tjmp cmm_f\n\
+                    .Lla7_unl:\n\
                     \tmov esp, dword ptr [ebp + 4]\t# underflow: the caller's SP\n\
                     \tmov ecx, dword ptr [ebp + 0]\t# the thread stack\n\
                     \tmov dword ptr [ebp + 0], -1\t# chunk unlinked\n\
@@ -830,21 +882,22 @@ mod tests {
     fn c_checkpoint_sequence_x86_64() {
         let mut s = String::new();
         checkpoint_call(&site(Target::X86_64, 16), 0, 64, &mut s);
-        // Words are 8 bytes: limit at 24, prev_sp at 8, prev_header at 16; the budget at the
-        // thread stack stays a 32-bit word.
-        let want = "\tlea r11, [rsp - 64]\t# checkpoint: reserve 64\n\
+        // Words are 8 bytes: 24 bytes pushed, 64 - 24 + 16 = 56; limit at 24, prev_sp at 8,
+        // prev_header at 16; the budget at the thread stack stays a 32-bit word.
+        let want = "\tlea r11, [rsp - 56]\t# checkpoint: reserve 64\n\
                     \tcmp r11, qword ptr [rbp + 24]\t# chunk limit\n\
                     \tjb .Lla0_ovf\n\
-                    \tcall cmm_f\n\
-                    \tadd rsp, 16\n\
+                    \tjmp cmm_f\n\
+                    .Lret:\n\
                     .Lla0_back:\n\
                     \t.subsection 1\n\
                     .Lla0_ovf:\n\
                     \tmov r11d, 64\n\
-                    \tmov r10d, 16\n\
+                    \tmov r10d, 24\n\
                     \tcall stackrt_lookahead_overflow_cmm\n\
-                    \tcall cmm_f\n\
-                    \tadd rsp, 16\n\
+                    \tmov qword ptr [rsp + 16], offset .Lla0_unl\n\
+                    \tjmp cmm_f\n\
+                    .Lla0_unl:\n\
                     \tmov rsp, qword ptr [rbp + 8]\t# underflow: the caller's SP\n\
                     \tmov r11, qword ptr [rbp + 0]\t# the thread stack\n\
                     \tmov qword ptr [rbp + 0], -1\t# chunk unlinked\n\
@@ -991,7 +1044,7 @@ int main() { char big[40000]; big[0] = 1; return fill(big[0]) + big[0]; }
                 .iter()
                 .position(|l| l.ends_with(&format!("# checkpoint: reserve {}", call.reserve)))
                 .unwrap_or_else(|| panic!("{t:?}: no checkpoint with reserve {}", call.reserve));
-            assert_eq!(lines[at + 3], "\tcall cmm_fill", "{t:?}: {asm}");
+            assert_eq!(lines[at + 3], "\tjmp cmm_fill", "{t:?}: {asm}");
             // main's need word: its argument bytes (argc, argv) + its longest path.
             let need = 2 * t.slot() + mp.longest_path;
             assert!(need > cap);

@@ -24,12 +24,15 @@ impl Sched {
             let size = block_size(need, room);
             // SAFETY: the worker's own cache, touched only on its OS thread.
             let cache = unsafe { &mut *w.blocks.get() };
-            let b = self.blocks.take(cache, size).unwrap_or_else(|e| {
-                fail(&format!(
-                    "stackrt: cannot map a stack for green thread {}: {e}",
-                    g.handle
-                ))
-            });
+            let b = self
+                .blocks
+                .take(cache, size, g.handle())
+                .unwrap_or_else(|e| {
+                    fail(&format!(
+                        "stackrt: cannot map a stack for green thread {}: {e}",
+                        g.handle
+                    ))
+                });
             // SAFETY: the thread is not running; its stack slot is the worker's to set.
             unsafe { *g.stack.get() = GreenStack::Block(b, size) };
             if self.first_chunk_in_block {

@@ -20,13 +20,14 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
-// back. Preserves ebp ebx esi edi.
+// back. Preserves ebp ebx esi edi. The call is callee-cleanup's (the return address pushed
+// before the arguments, a jump; the callee pops both and jumps back).
 //
 //   native stack                              first chunk
 //   | nargs a1 a0 fp    | X + 20 ..           +-----------------------+ H = ebp = header
-//   | return address    | X + 16              | a1 (if nargs = 2)     |
-//   | ebp ebx esi edi   | 16 bytes            | a0 (if nargs >= 1)    |
-//   +-------------------+ X                   | return address        |
+//   | return address    | X + 16              | return address        |
+//   | ebp ebx esi edi   | 16 bytes            | a1 (if nargs = 2)     |
+//   +-------------------+ X                   | a0 (if nargs >= 1)    |
 //   | (alignment)       |                     | frame of fp ...       |
 //   | X                 | T + 12              v                       v
 //   | (unused)          | T + 4 .. T + 8
@@ -67,6 +68,11 @@ global_asm!(
     "call {enter}",
     "mov %eax, %ebp",
     "mov %eax, %esp",
+    // The `call` pushes the return address (to the `jmp` after it) first, callee-cleanup's
+    // order, without an absolute relocation.
+    "call .Lla_push_args32",
+    "jmp .Lla_entered32",
+    ".Lla_push_args32:",
     "mov 32(%ebx), %ecx",
     "cmp $2, %ecx",
     "jb .Lla_one32",
@@ -76,7 +82,8 @@ global_asm!(
     "jb .Lla_none32",
     "push 24(%ebx)",
     ".Lla_none32:",
-    "call *20(%ebx)",
+    "jmp *20(%ebx)",
+    ".Lla_entered32:",
     "mov (%ebp), %esp",
     "mov %eax, %esi",
     "mov %esp, %edi",
@@ -289,5 +296,80 @@ global_asm!(
     "mov -16(%ecx), %esp",
     "ret",
     ".size stackrt_lookahead_ccall, .-stackrt_lookahead_ccall",
+    options(att_syntax)
+);
+
+// stackrt_lookahead_libcall: a green thread's call into the thread library (`sthread_*` but
+// `sthread_exit`), made on the OS thread's handler stack like a C call, so that a thread that
+// parks or yields there holds only this stub's words on its own stack (Go's `mcall`). When
+// the library wants to switch, it does not switch on the handler stack (another thread uses
+// it next): it leaves the switch to this stub (`crate::chunk::handler::defer_switch`: the TLS
+// words lib_save, lib_load) and returns; the stub then saves the thread's context on the
+// thread's stack in the green switch's format (`crate::green::arch`: ebp ebx esi edi
+// pushed, esp stored in *lib_save) and resumes lib_load. When the thread is resumed, perhaps
+// on another OS thread, the stub makes the same call again with the TLS word `resumed` set;
+// the library then finishes what it had started (`crate::threads`).
+//
+// In:  ecx = the library function, [esp] = return address into compiled code, [esp + 4 ..
+//      esp + 16) = its (at most three) word arguments (cdecl).
+// Out: the function's result in eax; ebx esi edi ebp kept; ecx edx clobbered. The thread's
+//      stack gets 40 bytes below the return address.
+//
+//   thread's stack                     handler stack (top S)
+//   | a2 a1 a0         | +28 +24 +20   +------------------+ S
+//   | ret into code    | +16           | thread's esp     | S - 16
+//   | a2 a1 a0 (copy)  | +12 +8 +4     | a2 a1 a0         | S - 24 .. S - 32
+//   | function (ecx)   | <- esp (+0)   +------------------+ <- esp at the call (S - 32)
+//   | ret into stub    |  \
+//   | ebp ebx esi edi  |  / a deferred switch's saved context (esp stored in *lib_save)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_libcall",
+    ".type stackrt_lookahead_libcall, @function",
+    ".p2align 4",
+    "stackrt_lookahead_libcall:",
+    "push 12(%esp)",
+    "push 12(%esp)",
+    "push 12(%esp)",
+    "push %ecx",
+    ".Lla_lib_call32:",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %eax",
+    "mov %esp, -16(%eax)",
+    "mov 4(%esp), %edx",
+    "mov %edx, -32(%eax)",
+    "mov 8(%esp), %edx",
+    "mov %edx, -28(%eax)",
+    "mov 12(%esp), %edx",
+    "mov %edx, -24(%eax)",
+    "mov (%esp), %ecx",
+    "lea -32(%eax), %esp",
+    "call *%ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "mov -16(%ecx), %esp",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "jne .Lla_lib_switch32",
+    "add $16, %esp",
+    "ret",
+    ".Lla_lib_switch32:",
+    "call .Lla_lib_save32",
+    "movl $1, %gs:stackrt_chunk_tls@ntpoff+20",
+    "jmp .Lla_lib_call32",
+    // The switch: the green switch's frame, then the other context's.
+    ".Lla_lib_save32:",
+    "push %ebp",
+    "push %ebx",
+    "push %esi",
+    "push %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff+12, %ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff+16, %edx",
+    "movl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "mov %esp, (%ecx)",
+    "mov %edx, %esp",
+    "pop %edi",
+    "pop %esi",
+    "pop %ebx",
+    "pop %ebp",
+    "ret",
+    ".size stackrt_lookahead_libcall, .-stackrt_lookahead_libcall",
     options(att_syntax)
 );

@@ -20,13 +20,14 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
-// back. Preserves every System V callee-saved register.
+// back. Preserves every System V callee-saved register. The call is callee-cleanup's (the
+// return address pushed before the arguments, a jump; the callee pops both and jumps back).
 //
 //   native stack                              first chunk
 //   | return address (to Rust) |              +-----------------------+ H = rbp = header
-//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | a1 (if nargs = 2)     |
-//   +--------------------------+ X            | a0 (if nargs >= 1)    |
-//   | (alignment)              |              | return address        |
+//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | return address        |
+//   +--------------------------+ X            | a1 (if nargs = 2)     |
+//   | (alignment)              |              | a0 (if nargs >= 1)    |
 //   | X                        | T + 8        | frame of fp ...       |
 //   | reclaim budget (u32)     | T + 0        v                       v
 //   +--------------------------+ T = thread stack (16-byte aligned): header word 0
@@ -66,6 +67,8 @@ global_asm!(
     "call {enter}",
     "mov %rax, %rbp",
     "mov %rax, %rsp",
+    "lea .Lla_entered64(%rip), %rax",
+    "push %rax",
     "cmp $2, %r15",
     "jb .Lla_one64",
     "push %r14",
@@ -74,7 +77,8 @@ global_asm!(
     "jb .Lla_none64",
     "push %r13",
     ".Lla_none64:",
-    "call *%r12",
+    "jmp *%r12",
+    ".Lla_entered64:",
     "mov (%rbp), %rsp",
     "mov %rax, %rbx",
     "mov %rsp, %r12",
@@ -436,5 +440,82 @@ global_asm!(
     "add $8, %rsp",
     "ret",
     ".size stackrt_lookahead_ccall, .-stackrt_lookahead_ccall",
+    options(att_syntax)
+);
+
+// stackrt_lookahead_libcall: a green thread's call into the thread library (`sthread_*` but
+// `sthread_exit`), made on the OS thread's handler stack like a C call, so that a thread that
+// parks or yields there holds only this stub's words on its own stack (Go's `mcall`). When
+// the library wants to switch, it does not switch on the handler stack (another thread uses
+// it next): it leaves the switch to this stub (`crate::chunk::handler::defer_switch`: the TLS
+// words lib_save, lib_load) and returns; the stub then saves the thread's context on the
+// thread's stack in the green switch's format (`crate::green::arch`: rbp rbx r12-r15 pushed,
+// rsp stored in *lib_save) and resumes lib_load. When the thread is resumed, perhaps on
+// another OS thread, the stub makes the same call again with the TLS word `resumed` set; the
+// library then finishes what it had started (`crate::threads`).
+//
+// In:  r11 = the library function, rdi rsi rdx = its (at most three) word arguments,
+//      [rsp] = return address into compiled code.
+// Out: the function's result in rax; every callee-saved register kept; the other registers
+//      clobbered (a C call's). The thread's stack gets 88 bytes below the return address.
+//
+//   thread's stack                     handler stack (top S)
+//   | ret into code    |               +------------------+ S
+//   | a2 (rdx)         | +24           | (unused)         | S - 8
+//   | a1 (rsi)         | +16           | thread's rsp     | S - 16
+//   | a0 (rdi)         | +8            +------------------+ <- rsp at the call (S - 16)
+//   | function (r11)   | <- rsp (+0)
+//   | ret into stub    |  \
+//   | rbp rbx r12-r15  |  / a deferred switch's saved context (rsp stored in *lib_save)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_libcall",
+    ".type stackrt_lookahead_libcall, @function",
+    ".p2align 4",
+    "stackrt_lookahead_libcall:",
+    "push %rdx",
+    "push %rsi",
+    "push %rdi",
+    "push %r11",
+    ".Lla_lib_call64:",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rax",
+    "mov %rsp, -16(%rax)",
+    "lea -16(%rax), %rsp",
+    "call *%r11",
+    "mov %fs:stackrt_chunk_tls@tpoff, %r11",
+    "mov -16(%r11), %rsp",
+    "cmpq $0, %fs:stackrt_chunk_tls@tpoff+24",
+    "jne .Lla_lib_switch64",
+    "add $32, %rsp",
+    "ret",
+    ".Lla_lib_switch64:",
+    "call .Lla_lib_save64",
+    "movq $1, %fs:stackrt_chunk_tls@tpoff+40",
+    "mov (%rsp), %r11",
+    "mov 8(%rsp), %rdi",
+    "mov 16(%rsp), %rsi",
+    "mov 24(%rsp), %rdx",
+    "jmp .Lla_lib_call64",
+    // The switch: the green switch's frame, then the other context's.
+    ".Lla_lib_save64:",
+    "push %rbp",
+    "push %rbx",
+    "push %r12",
+    "push %r13",
+    "push %r14",
+    "push %r15",
+    "mov %fs:stackrt_chunk_tls@tpoff+24, %rdi",
+    "mov %fs:stackrt_chunk_tls@tpoff+32, %rsi",
+    "movq $0, %fs:stackrt_chunk_tls@tpoff+24",
+    "mov %rsp, (%rdi)",
+    "mov %rsi, %rsp",
+    "pop %r15",
+    "pop %r14",
+    "pop %r13",
+    "pop %r12",
+    "pop %rbx",
+    "pop %rbp",
+    "ret",
+    ".size stackrt_lookahead_libcall, .-stackrt_lookahead_libcall",
     options(att_syntax)
 );
