@@ -87,7 +87,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
         .collect();
     for (target, exe) in &exes {
         for (threads, depth) in [(2000, 100), (200, 1000)] {
-            for frame in ["24", "48", "256"] {
+            for frame in ["16", "48", "256"] {
                 for wait in ["mutex", "yield"] {
                     let mut cmd = Command::new(exe);
                     cmd.args([&threads.to_string(), &depth.to_string(), frame, wait]);
@@ -106,7 +106,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
     }
     // The bytes per level the experiment's report divides by (`grid_level_bytes` in
     // crates/bench/src/experiments.rs): frame + the recursive call's arguments, per target.
-    for (target, want) in [("x86_64", [24, 48, 256]), ("i686", [20, 24, 248])] {
+    for (target, want) in [("x86_64", [32, 56, 264]), ("i686", [24, 28, 252])] {
         let o = common::cmm()
             .args(["compile", "--emit", "callgraph"])
             .args(green("lookahead", target))
@@ -114,7 +114,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
             .output()
             .unwrap();
         let plan = text(&o.stdout);
-        for (f, want) in ["down24", "down48", "down256"].iter().zip(want) {
+        for (f, want) in ["down16", "down48", "down256"].iter().zip(want) {
             let frame: u64 = plan
                 .lines()
                 .find_map(|l| {

@@ -1,6 +1,6 @@
 // Go peer of tests/green/grid.cm: N goroutines (argument 1) each recurse DEPTH levels
-// (argument 2) through one of three //go:noinline functions (argument 3: 24, 48 or 256, the C--
-// version's bytes per level on x86-64; Go's frames for them are its own), then wait until all
+// (argument 2) through one of three //go:noinline functions (argument 3: 16, 48 or 256, the
+// C-- version's size classes of a level; Go's frames for them are its own), then wait until all
 // have arrived (argument 4):
 //
 //	mutex  parked on a gate mutex that main holds until the last goroutine has arrived;
@@ -56,11 +56,11 @@ func waitAll(id int) int {
 }
 
 //go:noinline
-func down24(n int) int {
+func down16(n int) int {
 	if n == 0 {
 		return waitAll(0)
 	}
-	return down24(n-1) + 1
+	return down16(n-1) + 1
 }
 
 //go:noinline
@@ -83,7 +83,7 @@ func down256(n, id int) int {
 }
 
 func usage() {
-	fmt.Println("usage: grid THREADS DEPTH 24|48|256 mutex|yield")
+	fmt.Println("usage: grid THREADS DEPTH 16|48|256 mutex|yield")
 	os.Exit(2)
 }
 
@@ -96,7 +96,7 @@ func main() {
 	frame, err3 := strconv.Atoi(os.Args[3])
 	yielding = os.Args[4] == "yield"
 	if err1 != nil || err2 != nil || err3 != nil || n < 1 || depth < 0 ||
-		(frame != 24 && frame != 48 && frame != 256) || (!yielding && os.Args[4] != "mutex") {
+		(frame != 16 && frame != 48 && frame != 256) || (!yielding && os.Args[4] != "mutex") {
 		usage()
 	}
 	nthreads = int32(n)
@@ -112,8 +112,8 @@ func main() {
 			}
 			var r int
 			switch frame {
-			case 24:
-				r = id + down24(depth)
+			case 16:
+				r = id + down16(depth)
 			case 48:
 				r = down48(depth, id)
 			default:
