@@ -179,7 +179,7 @@ fn the_thread_library_fits_its_budget_on_a_green_stack() {
 /// C calls at every level of a 20,000-deep recursion in four green threads
 /// (tests/green/ccall_deep.cm: `sprintf`, `atoi` and `abs` per level), under a chunked, an MMU,
 /// a heap and a fixed-stack mechanism, on both targets. Under `lookahead` the calls run on the
-/// worker's handler stack (`stackrt_lookahead_ccall`), so the recursion needs its C-- frames
+/// worker's handler stack (`stackrt_ccall`), so the recursion needs its C-- frames
 /// only: 20,000 levels of a 16-byte buffer frame fit in well under the 8 KiB per level a C
 /// call reserves on an OS thread's chunk (160 MiB per thread). Expected: gcc's output with
 /// the oracle's thread library (each thread sums 0..19999).

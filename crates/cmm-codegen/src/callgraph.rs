@@ -153,7 +153,7 @@ pub const DEFAULT_EXTERN_BUDGET_64: u32 = 8 * 1024;
 pub const DEFAULT_EXTERN_BUDGET_32: u32 = 8 * 1024;
 
 /// Budget of a green thread's call to a C function under `lookahead`: the call runs on the
-/// worker's handler stack (`stackrt_lookahead_ccall`, `emit::mech::lookahead`, "C calls of
+/// worker's handler stack (`stackrt_ccall`, `emit::mech::lookahead`, "C calls of
 /// green threads"), so the thread's own stack holds only the trampoline's return address and
 /// the one word it saves.
 pub const GREEN_CCALL_BUDGET: u32 = 16;

@@ -9,7 +9,7 @@
 //! the first [`super::global::stackrt_chunk_thread_enter`]); on a green-thread worker it is a
 //! stack of the worker's own (Go's `g0`), set by the scheduler before any green thread runs,
 //! so a green thread's stack holds none of the runtime's frames and needs no room for them.
-//! Green threads' calls to C functions run there too (`stackrt_lookahead_ccall`).
+//! Green threads' calls to C functions run there too (`stackrt_ccall`).
 //!
 //! Nothing on the handler stack may outlive the handler's call: another green thread uses it
 //! next. So a checkpoint hook that wants the thread to switch (a preemption, a decision of the
@@ -214,3 +214,15 @@ pub fn stub_caller_sp() -> usize {
 
 /// Where below the handler stack's top the C-call and library stubs keep the thread's SP.
 pub const LIB_SP_SLOT: usize = 16;
+
+/// Called by the C-call trampoline (`stackrt_ccall`) when the C function it called left a
+/// switch to a stub ([`defer_switch`]): C code called the thread library, which can switch
+/// green threads only from compiled code. Ends the program with one line (status 70).
+#[no_mangle]
+pub extern "C" fn stackrt_ccall_switched() -> ! {
+    crate::base::diag::fail(
+        "stackrt: a C function called from C-- code called the thread library, which cannot \
+         switch green threads from C code (call it from C-- code instead)",
+        crate::base::diag::FATAL_EXIT_STATUS,
+    )
+}

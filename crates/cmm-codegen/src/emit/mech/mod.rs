@@ -11,6 +11,7 @@ use regalloc2::PReg;
 use super::{MechKind, Target};
 
 mod callee_cleanup;
+pub mod ccall;
 pub mod heap;
 pub mod lookahead;
 pub mod mmu;

@@ -363,7 +363,7 @@ pub fn start(abi: u32) -> &'static Green {
     if heap {
         crate::mech::heap::enter_worker();
     }
-    if lookahead {
+    if chunked {
         give_handler_stack();
     }
     let w0 = &s.workers[0];
@@ -457,10 +457,10 @@ impl Green {
     }
 }
 
-/// Gives the calling worker OS thread a handler stack of its own (`lookahead`, see
+/// Gives the calling worker OS thread a handler stack of its own (the chunked mechanisms, see
 /// `crate::chunk::handler`): the chunk handlers and every C call of its green threads run
-/// there, so a green thread's stack holds only its C-- frames and the thread library's. It
-/// lives as long as the process.
+/// there (under `lookahead` the thread library's too), so a green thread's stack holds only
+/// its C-- frames. It lives as long as the process.
 fn give_handler_stack() {
     let stack = Stack::new(crate::chunk::handler::MIN_HANDLER_STACK).unwrap_or_else(|e| {
         fail(&format!(
@@ -485,7 +485,7 @@ fn worker_os_thread(i: usize) {
     if s.chunked {
         crate::chunk::global::set_worker();
     }
-    if s.first_chunk_in_block {
+    if s.chunked {
         give_handler_stack();
     }
     if s.heap {

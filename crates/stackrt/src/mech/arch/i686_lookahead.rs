@@ -1,6 +1,6 @@
 //! i686 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
 //! (listing 3.13's role), the overflow handler (listing 3.14), the reclaim handler, the
-//! pending switch and the C-call trampoline of green threads. They switch to the OS thread's
+//! pending switch and the thread-library stub of green threads. They switch to the OS thread's
 //! handler stack (`crate::chunk::handler`: the thread's native stack, or a green-thread
 //! worker's own; its top is the TLS word `gs:[stackrt_chunk_tls@ntpoff]`), where the thesis's
 //! `MOV ESP, [EBP]` goes to the thread's own native stack, and call the chunk runtime's Rust
@@ -250,52 +250,6 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_switch, .-stackrt_lookahead_switch",
     pending = sym crate::chunk::handler::stackrt_chunk_pending_switch,
-    options(att_syntax)
-);
-
-// stackrt_lookahead_ccall: a green thread's call to a C function, made on the OS thread's
-// handler stack (Go runs system calls and cgo on g0 the same way), so that the thread's own
-// stack needs no room for C code (`cmm_codegen`'s `lookahead` module, "C calls of green
-// threads"). C code never switches green threads (the thread library's calls are made on the
-// thread's stack), so nothing else runs on the handler stack until the call returns, and the
-// OS thread is the same then.
-//
-// In:  ecx = the C function, edx = A (bytes of arguments the caller pushed, padding included:
-//      a multiple of 16), [esp] = return address into compiled code, [esp + 4 .. esp + 4 + A)
-//      = the arguments (cdecl).
-// Out: the C function's results (eax, edx, st0) and ebx esi edi ebp; ecx, xmm7 and the flags
-//      clobbered. The thread's own stack gets nothing below the return address.
-//
-//   thread's stack                  handler stack (top S)
-//   | args (A)         |            +------------------+ S
-//   | ret into code    | <- esp'    | (unused)         | S - 12 .. S - 4
-//   |                  |            | esp'             | S - 16
-//   |                  |            | args (A)         | copied
-//   |                  |            +------------------+ <- esp at the call (S - 16 - A)
-global_asm!(
-    ".text",
-    ".globl stackrt_lookahead_ccall",
-    ".type stackrt_lookahead_ccall, @function",
-    ".p2align 4",
-    "stackrt_lookahead_ccall:",
-    "mov %gs:stackrt_chunk_tls@ntpoff, %eax",
-    "mov %esp, -16(%eax)",
-    "sub $16, %eax",
-    "sub %edx, %eax",
-    "test %edx, %edx",
-    "jz .Lla_ccall_go32",
-    ".Lla_ccall_copy32:",
-    "sub $4, %edx",
-    "movd 4(%esp,%edx), %xmm7",
-    "movd %xmm7, (%eax,%edx)",
-    "jnz .Lla_ccall_copy32",
-    ".Lla_ccall_go32:",
-    "mov %eax, %esp",
-    "call *%ecx",
-    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
-    "mov -16(%ecx), %esp",
-    "ret",
-    ".size stackrt_lookahead_ccall, .-stackrt_lookahead_ccall",
     options(att_syntax)
 );
 

@@ -1,6 +1,6 @@
 //! x86-64 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
 //! (listing 3.13's role), the overflow handler (listing 3.14), the reclaim handler, the
-//! pending switch and the C-call trampoline of green threads. They switch to the OS thread's
+//! pending switch and the thread-library stub of green threads. They switch to the OS thread's
 //! handler stack (`crate::chunk::handler`: the thread's native stack, or a green-thread
 //! worker's own; its top is the TLS word `fs:[stackrt_chunk_tls@tpoff]`) and call the chunk
 //! runtime's Rust entry points (`crate::chunk::global`) with `rsp` 16-byte aligned. The
@@ -388,58 +388,6 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_switch, .-stackrt_lookahead_switch",
     pending = sym crate::chunk::handler::stackrt_chunk_pending_switch,
-    options(att_syntax)
-);
-
-// stackrt_lookahead_ccall: a green thread's call to a C function, made on the OS thread's
-// handler stack (Go runs system calls and cgo on g0 the same way), so that the thread's own
-// stack needs no room for C code (`cmm_codegen`'s `lookahead` module, "C calls of green
-// threads"). C code never switches green threads (the thread library's calls are made on the
-// thread's stack), so nothing else runs on the handler stack until the call returns, and the
-// OS thread is the same then.
-//
-// In:  r11 = the C function, r10 = A (bytes of stack arguments the caller pushed, padding
-//      included: a multiple of 16), rax (al: a variadic call's vector registers), rdi rsi rdx
-//      rcx r8 r9 xmm0-7 = the register arguments, [rsp] = return address into compiled code,
-//      [rsp + 8 .. rsp + 8 + A) = the stack arguments.
-// Out: the C function's results (rax, rdx, xmm0, xmm1) and every callee-saved register;
-//      r10, r11, xmm15 and the flags clobbered (none of them carries a System V argument or
-//      result). The thread's own stack gets 8 bytes below the return address (rax).
-//
-//   thread's stack                  handler stack (top S)
-//   | stack args (A)   |            +------------------+ S
-//   | ret into code    |            | (unused)         | S - 8
-//   | rax              | <- rsp'    | rsp'             | S - 16
-//   |                  |            | stack args (A)   | copied
-//   |                  |            +------------------+ <- rsp at the call (S - 16 - A)
-global_asm!(
-    ".text",
-    ".globl stackrt_lookahead_ccall",
-    ".type stackrt_lookahead_ccall, @function",
-    ".p2align 4",
-    "stackrt_lookahead_ccall:",
-    "push %rax",
-    "mov %fs:stackrt_chunk_tls@tpoff, %rax",
-    "mov %rsp, -16(%rax)",
-    "sub $16, %rax",
-    "sub %r10, %rax",
-    "test %r10, %r10",
-    "jz .Lla_ccall_go64",
-    ".Lla_ccall_copy64:",
-    "sub $8, %r10",
-    "movq 16(%rsp,%r10), %xmm15",
-    "movq %xmm15, (%rax,%r10)",
-    "jnz .Lla_ccall_copy64",
-    ".Lla_ccall_go64:",
-    "mov %rsp, %r10",
-    "mov %rax, %rsp",
-    "mov (%r10), %rax",
-    "call *%r11",
-    "mov %fs:stackrt_chunk_tls@tpoff, %r11",
-    "mov -16(%r11), %rsp",
-    "add $8, %rsp",
-    "ret",
-    ".size stackrt_lookahead_ccall, .-stackrt_lookahead_ccall",
     options(att_syntax)
 );
 
