@@ -52,6 +52,7 @@ fn green_stat(stderr: &str, what: &str) -> u64 {
 /// 100,000 threads on x86-64 (20,000 on i686, whose address space is smaller), all alive and
 /// 100 levels deep at once, under lookahead; each checks in under a mutex and yields until all
 /// have arrived. The million-thread run is the same program with 1000000 (see the README).
+/// Then tests/green/grid.cm, the `green_grid` experiment's program, in all its shapes.
 #[test]
 fn a_hundred_thousand_threads_alive_at_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,6 +77,66 @@ fn a_hundred_thousand_threads_alive_at_once() {
         // Every thread's first chunk is its stack block: no chunk of the runtime's is carved
         // per thread.
         assert!(common::stat(&err, "chunks carved") < 16, "{target}: {err}");
+    }
+    // The shapes of the `green_grid` experiment (tests/green/grid.cm) at a small count: every
+    // frame size, 100 and 1000 deep, parked on a mutex and yielding. The expected line is the
+    // program's format filled in by hand (gcc with tests/oracle/sthread.c prints the same).
+    let exes: Vec<_> = TARGETS
+        .iter()
+        .map(|t| (t, build("tests/green/grid.cm", dir.path(), "lookahead", t)))
+        .collect();
+    for (target, exe) in &exes {
+        for (threads, depth) in [(2000, 100), (200, 1000)] {
+            for frame in ["16", "48", "256"] {
+                for wait in ["mutex", "yield"] {
+                    let mut cmd = Command::new(exe);
+                    cmd.args([&threads.to_string(), &depth.to_string(), frame, wait]);
+                    let o = run_within(cmd, Duration::from_secs(60), "grid");
+                    assert_eq!(o.status.code(), Some(0), "{target}: {}", text(&o.stderr));
+                    assert_eq!(
+                        text(&o.stdout),
+                        format!(
+                            "{threads} threads arrived {depth} deep (frame {frame}, {wait}), 0 results wrong\n"
+                        ),
+                        "{target}"
+                    );
+                }
+            }
+        }
+    }
+    // The bytes per level the experiment's report divides by (`grid_level_bytes` in
+    // crates/bench/src/experiments.rs): frame + the recursive call's arguments, per target.
+    for (target, want) in [("x86_64", [32, 56, 264]), ("i686", [24, 28, 252])] {
+        let o = common::cmm()
+            .args(["compile", "--emit", "callgraph"])
+            .args(green("lookahead", target))
+            .arg(root().join("tests/green/grid.cm"))
+            .output()
+            .unwrap();
+        let plan = text(&o.stdout);
+        for (f, want) in ["down16", "down48", "down256"].iter().zip(want) {
+            let frame: u64 = plan
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("{f}: frame "))?
+                        .split(',')
+                        .next()?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{target}: no frame of {f}: {plan}"));
+            let args: u64 = plan
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("  call {f}: args "))?
+                        .split(',')
+                        .next()?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{target}: no recursive call of {f}: {plan}"));
+            assert_eq!(frame + args, want, "{target} {f}: {plan}");
+        }
     }
 }
 
