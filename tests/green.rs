@@ -52,6 +52,7 @@ fn green_stat(stderr: &str, what: &str) -> u64 {
 /// 100,000 threads on x86-64 (20,000 on i686, whose address space is smaller), all alive and
 /// 100 levels deep at once, under lookahead; each checks in under a mutex and yields until all
 /// have arrived. The million-thread run is the same program with 1000000 (see the README).
+/// Then tests/green/grid.cm, the `green_grid` experiment's program, in all its shapes.
 #[test]
 fn a_hundred_thousand_threads_alive_at_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -76,6 +77,173 @@ fn a_hundred_thousand_threads_alive_at_once() {
         // Every thread's first chunk is its stack block: no chunk of the runtime's is carved
         // per thread.
         assert!(common::stat(&err, "chunks carved") < 16, "{target}: {err}");
+    }
+    // The shapes of the `green_grid` experiment (tests/green/grid.cm) at a small count: every
+    // frame size, 100 and 1000 deep, parked on a mutex and yielding. The expected line is the
+    // program's format filled in by hand (gcc with tests/oracle/sthread.c prints the same).
+    let exes: Vec<_> = TARGETS
+        .iter()
+        .map(|t| (t, build("tests/green/grid.cm", dir.path(), "lookahead", t)))
+        .collect();
+    for (target, exe) in &exes {
+        for (threads, depth) in [(2000, 100), (200, 1000)] {
+            for frame in ["16", "48", "256"] {
+                for wait in ["mutex", "yield"] {
+                    let mut cmd = Command::new(exe);
+                    cmd.args([&threads.to_string(), &depth.to_string(), frame, wait]);
+                    let o = run_within(cmd, Duration::from_secs(60), "grid");
+                    assert_eq!(o.status.code(), Some(0), "{target}: {}", text(&o.stderr));
+                    assert_eq!(
+                        text(&o.stdout),
+                        format!(
+                            "{threads} threads arrived {depth} deep (frame {frame}, {wait}), 0 results wrong\n"
+                        ),
+                        "{target}"
+                    );
+                }
+            }
+        }
+    }
+    // The bytes per level the experiment's report divides by (`grid_level_bytes` in
+    // crates/bench/src/experiments.rs): frame + the recursive call's arguments, per target.
+    for (target, want) in [("x86_64", [32, 56, 264]), ("i686", [24, 28, 252])] {
+        let o = common::cmm()
+            .args(["compile", "--emit", "callgraph"])
+            .args(green("lookahead", target))
+            .arg(root().join("tests/green/grid.cm"))
+            .output()
+            .unwrap();
+        let plan = text(&o.stdout);
+        for (f, want) in ["down16", "down48", "down256"].iter().zip(want) {
+            let frame: u64 = plan
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("{f}: frame "))?
+                        .split(',')
+                        .next()?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{target}: no frame of {f}: {plan}"));
+            let args: u64 = plan
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!("  call {f}: args "))?
+                        .split(',')
+                        .next()?
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{target}: no recursive call of {f}: {plan}"));
+            assert_eq!(frame + args, want, "{target} {f}: {plan}");
+        }
+    }
+}
+
+/// Every call of the thread library made at the bottom of green threads' stacks
+/// (tests/green/library.cm), on one and two workers and under the deterministic scheduler's
+/// seeds: under `lookahead` these calls run on the thread's own stack, in the budget the
+/// compiler reserves for them (`cmm_codegen::callgraph::thread_library_budget`), with the
+/// thread's first chunk packed next to other threads' blocks. The runtime checks a canary
+/// below every first chunk when its thread ends; a call that used more than its budget ends
+/// the run with "overran its stack block" (checked by hand with a budget of 128 bytes). The
+/// expected output is gcc's with the oracle's thread library (50 threads x 20 rounds x 2).
+#[test]
+fn the_thread_library_fits_its_budget_on_a_green_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build("tests/green/library.cm", dir.path(), "lookahead", target);
+        for (workers, sched) in [("1", ""), ("2", ""), ("1", "random:7"), ("1", "pct:3:3")] {
+            let mut cmd = Command::new(&exe);
+            cmd.env("STACKRT_WORKERS", workers);
+            if !sched.is_empty() {
+                cmd.env("STACKRT_SCHED", sched);
+            }
+            let o = run_within(cmd, Duration::from_secs(60), "library");
+            let err = text(&o.stderr);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{target} {workers} {sched}: {err}"
+            );
+            assert_eq!(
+                text(&o.stdout),
+                "2000\n",
+                "{target} {workers} {sched}: {err}"
+            );
+            assert!(err.is_empty(), "{target} {workers} {sched}: {err}");
+        }
+    }
+}
+
+/// C calls at every level of a 20,000-deep recursion in four green threads
+/// (tests/green/ccall_deep.cm: `sprintf`, `atoi` and `abs` per level), under a chunked, an MMU,
+/// a heap and a fixed-stack mechanism, on both targets. Under `lookahead` the calls run on the
+/// worker's handler stack (`stackrt_ccall`), so the recursion needs its C-- frames
+/// only: 20,000 levels of a 16-byte buffer frame fit in well under the 8 KiB per level a C
+/// call reserves on an OS thread's chunk (160 MiB per thread). Expected: gcc's output with
+/// the oracle's thread library (each thread sums 0..19999).
+#[test]
+fn green_threads_call_c_at_every_level_of_a_deep_recursion() {
+    let dir = tempfile::tempdir().unwrap();
+    let want: String = (0..4).map(|i| format!("thread {i}: 199990000\n")).collect();
+    for target in TARGETS {
+        for mech in ["lookahead", "mmu-reuse", "heap", "traditional"] {
+            let exe = build("tests/green/ccall_deep.cm", dir.path(), mech, target);
+            let mut cmd = Command::new(&exe);
+            cmd.env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "ccall_deep");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{mech} {target}: {err}");
+            assert_eq!(text(&o.stdout), want, "{mech} {target}: {err}");
+            if mech == "lookahead" {
+                // Four threads' stacks: 20,000 levels of at most 64 bytes each, far below
+                // what 8 KiB per level would hold (650 MB).
+                let peak = common::stat(&err, "peak resident chunks");
+                assert!(peak < 64 << 20, "{target}: {err}");
+            }
+        }
+    }
+}
+
+/// Green threads' stack blocks count against `STACKRT_MEMORY_LIMIT` like the runtime's chunks
+/// (README: "bytes of stack chunks all threads together may use"), and a thread holds about
+/// what it uses: 20,000 threads parked 10 levels deep (tests/green/park.cm) hold under 2 KiB
+/// of stack each and run under a 64 MiB limit; 100 levels deep, where every thread's frames
+/// outgrow the block its compiled stack need asks for (the recursion's depth is not known
+/// statically), under 8 KiB each, within 256 MiB. When each thread linked a 32 KiB chunk
+/// beside its block, both needed over 600 MiB. A 16 MiB limit stops the program with one
+/// line naming the thread, status 70.
+#[test]
+fn green_stack_blocks_count_against_the_memory_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        let exe = build("tests/green/park.cm", dir.path(), "lookahead", target);
+        let run = |depth: &str, limit: &str| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["20000", depth])
+                .env("STACKRT_WORKERS", "1")
+                .env("STACKRT_MEMORY_LIMIT", limit);
+            run_within(cmd, Duration::from_secs(60), "park")
+        };
+        for (depth, limit) in [("10", "64M"), ("100", "256M")] {
+            let o = run(depth, limit);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{target} {depth}: {}",
+                text(&o.stderr)
+            );
+            assert_eq!(
+                text(&o.stdout),
+                "20000 threads arrived, 0 results wrong\n",
+                "{target} {depth}"
+            );
+        }
+        let o = run("10", "16M");
+        assert_eq!(o.status.code(), Some(70), "{target}: {}", text(&o.stderr));
+        common::assert_one_line(&o, "out of memory for stack chunks", "16M limit");
+        assert!(text(&o.stderr).contains("green thread "), "{target}");
     }
 }
 

@@ -3,7 +3,7 @@
 //! reduced in `--quick`; every reduction is written next to the thesis's value and printed in
 //! the report.
 
-use crate::build::{GccLevel, Sources};
+use crate::build::{GccLevel, Sources, Target};
 use crate::run::MainStack;
 use std::path::Path;
 
@@ -37,6 +37,10 @@ pub struct Point {
     pub work: Option<f64>,
     /// Measured on x86-64 only (the experiment's reductions say why).
     pub x86_64_only: bool,
+    /// The least memory the Go peer can need here (0: no estimate): where it exceeds 3/4 of
+    /// physical memory the peer is not run (the kernel's OOM killer would end it, and perhaps
+    /// another process of the machine's first).
+    pub go_least_bytes: u64,
 }
 
 /// Which mechanisms an experiment compares.
@@ -146,6 +150,130 @@ const ALL_GCC: [GccLevel; 4] = [
     GccLevel::SplitStack,
 ];
 
+/// Bytes per level of `tests/green/grid.cm`'s three recursions under `lookahead` with
+/// `--threads green`, by their size class (the frame argument: about 16, 48 or 256 bytes): the
+/// frame plus the recursive call's arguments, as `cmm compile --emit callgraph` prints them
+/// (`tests/green.rs` checks these numbers against it, so a code generator that changes them
+/// must change them here).
+pub fn grid_level_bytes(target: Target, frame: u64) -> Option<u64> {
+    Some(match (target, frame) {
+        (Target::X86_64, 16) => 32,
+        (Target::X86_64, 48) => 56,
+        (Target::X86_64, 256) => 264,
+        (Target::I686, 16) => 24,
+        (Target::I686, 48) => 28,
+        (Target::I686, 256) => 252,
+        _ => return None,
+    })
+}
+
+/// One point of `green_grid`, read back from its arguments (THREADS DEPTH FRAME WAIT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GridShape {
+    pub threads: u64,
+    pub depth: u64,
+    /// The frame argument, a size class: 16, 48 or 256 (see [`grid_level_bytes`]).
+    pub frame: u64,
+    /// `true`: waiting by yielding; `false`: parked on a mutex.
+    pub yielding: bool,
+}
+
+impl GridShape {
+    pub fn of(args: &[String]) -> Option<GridShape> {
+        let [threads, depth, frame, wait] = args else {
+            return None;
+        };
+        Some(GridShape {
+            threads: threads.parse().ok()?,
+            depth: depth.parse().ok()?,
+            frame: frame.parse().ok()?,
+            yielding: match wait.as_str() {
+                "yield" => true,
+                "mutex" => false,
+                _ => return None,
+            },
+        })
+    }
+
+    /// The live frames of one thread: depth x bytes per level.
+    pub fn floor_per_thread(&self, target: Target) -> Option<u64> {
+        Some(self.depth * grid_level_bytes(target, self.frame)?)
+    }
+}
+
+/// The grid's points above this floor (all threads' live frames on x86-64) are not run: 1,000,000
+/// threads 1000 deep or 100 deep with 256-byte frames, and 100,000 threads 1000 deep with
+/// 256-byte frames need 26-264 GB of frames alone.
+const GRID_MOST_FLOOR: u64 = 6 << 30;
+/// On i686 only the points whose floor is at most this (a 32-bit address space holds 3-4 GiB,
+/// and Go doubles a goroutine's stack when it grows).
+const GRID_I686_MOST_FLOOR: u64 = 1 << 30;
+/// Go cannot go below this per goroutine: a 2 KiB stack and its goroutine record (about 400
+/// bytes).
+const GO_LEAST_PER_GOROUTINE: u64 = 2048 + 384;
+
+/// The points of `green_grid`: x is the point's number, its arguments say its shape (the
+/// report's grid tables read them back with [`GridShape::of`]).
+fn grid_points(size: Size) -> Vec<Point> {
+    let (threads, depths, frames): (Vec<u64>, Vec<u64>, Vec<u64>) = pick(
+        size,
+        (
+            vec![10_000, 100_000, 1_000_000],
+            vec![10, 100, 1000],
+            vec![16, 48, 256],
+        ),
+        (vec![10_000], vec![10, 100], vec![16, 256]),
+        (vec![1_000], vec![10], vec![16]),
+    );
+    let mut shapes = Vec::new();
+    for yielding in [false, true] {
+        for &t in &threads {
+            for &d in &depths {
+                for &f in &frames {
+                    shapes.push(GridShape {
+                        threads: t,
+                        depth: d,
+                        frame: f,
+                        yielding,
+                    });
+                }
+            }
+        }
+    }
+    if size == Size::Full {
+        // Ten million threads at depth 10: the target that needs a green thread far below Go's
+        // 2 KiB (x86-64 only: a 32-bit address space holds under 430 bytes per thread).
+        shapes.push(GridShape {
+            threads: 10_000_000,
+            depth: 10,
+            frame: 16,
+            yielding: false,
+        });
+    }
+    shapes
+        .into_iter()
+        .filter(|s| s.threads * s.floor_per_thread(Target::X86_64).unwrap_or(0) <= GRID_MOST_FLOOR)
+        .enumerate()
+        .map(|(i, s)| {
+            let floor = s.threads * s.floor_per_thread(Target::X86_64).unwrap_or(0);
+            Point {
+                x: (i + 1) as f64,
+                args: vec![
+                    s.threads.to_string(),
+                    s.depth.to_string(),
+                    s.frame.to_string(),
+                    if s.yielding { "yield" } else { "mutex" }.to_string(),
+                ],
+                probe: None,
+                threads: s.threads,
+                work: None,
+                x86_64_only: s.threads > I686_MOST_ALIVE || floor > GRID_I686_MOST_FLOOR,
+                go_least_bytes: s.threads * GO_LEAST_PER_GOROUTINE,
+            }
+        })
+        .collect()
+}
+
 /// Every experiment at `size`. `root` is the workspace root.
 pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     let thesis = |file: &str| root.join("tests/programs/thesis").join(file);
@@ -188,6 +316,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: Some(n as f64),
                 x86_64_only: false,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -230,6 +359,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                         threads: t,
                         work: Some(sum_total as f64),
                         x86_64_only: false,
+                        go_least_bytes: 0,
                     }
                 })
                 .collect(),
@@ -301,6 +431,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                     threads: t,
                     work: Some(10.0 * repeat_total as f64),
                     x86_64_only: false,
+                    go_least_bytes: 0,
                 }
             })
             .collect(),
@@ -362,6 +493,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: big_threads,
                 work: Some((big_threads * big_n) as f64),
                 x86_64_only: false,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -416,6 +548,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: None,
                 x86_64_only: false,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -457,6 +590,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         threads: t,
         work: None,
         x86_64_only: false,
+        go_least_bytes: 0,
     };
     let tree_multi = |name, title, figures, threads: Vec<u64>, spike: &str, per_thread: u64| {
         let mut reductions = tree_reduction.clone();
@@ -570,6 +704,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: None,
                 x86_64_only: false,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -625,6 +760,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                     threads: t,
                     work: None,
                     x86_64_only: false,
+                    go_least_bytes: 0,
                 })
                 .collect(),
             mechanisms: Mechanisms::All,
@@ -684,6 +820,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: None,
                 x86_64_only: false,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -734,6 +871,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                     threads: 1,
                     work: Some((d * reps) as f64),
                     x86_64_only: false,
+                    go_least_bytes: 0,
                 }
             })
             .collect(),
@@ -779,6 +917,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: Some((unwind_depth * unwind_reps) as f64),
                 x86_64_only: false,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -818,6 +957,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: Some(pairs as f64),
                 x86_64_only: false,
+                go_least_bytes: 0,
             },
             Point {
                 x: 1.0,
@@ -830,6 +970,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: 1,
                 work: Some(pairs as f64),
                 x86_64_only: false,
+                go_least_bytes: 0,
             },
         ],
         mechanisms: Mechanisms::Chunked,
@@ -870,6 +1011,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                     threads: t,
                     work: Some((depth * t) as f64),
                     x86_64_only: false,
+                    go_least_bytes: 0,
                 }
             })
             .collect(),
@@ -958,6 +1100,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             threads: 2,
             work: Some(2.0 * yields as f64),
             x86_64_only: false,
+            go_least_bytes: 0,
         }],
         mechanisms: Mechanisms::All,
         gcc: vec![GccLevel::O2NoSibling],
@@ -995,6 +1138,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 threads: n,
                 work: None,
                 x86_64_only: n > I686_MOST_ALIVE,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::All,
@@ -1045,6 +1189,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 // 100,000 threads 1000 levels deep need about 5 GB: more than i686's address
                 // space.
                 x86_64_only: d >= 1000 && parked > 10_000,
+                go_least_bytes: 0,
             })
             .collect(),
         mechanisms: Mechanisms::Listed(&["lookahead", "heap"]),
@@ -1060,6 +1205,35 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             vec![format!(
                 "depth 1000 on i686: not run ({parked} threads that deep need about 5 GB, more than a 32-bit address space)"
             )]
+        } else {
+            vec![]
+        },
+    });
+    list.push(Experiment {
+        name: "green_grid",
+        env: Vec::new(),
+        green: &[],
+        title: "Threads alive at once: threads x depth x frame, parked or yielding",
+        figures: "beyond the thesis: peak memory per thread beside the live frames (depth x bytes per level) and time, of threads that recurse and wait for each other on a mutex or by yielding, against the same program as goroutines",
+        sources: green_sources("grid.cm", "grid.go"),
+        x_label: "grid point (its shape: see the tables)",
+        log_x: false,
+        points: grid_points(size),
+        mechanisms: Mechanisms::Listed(&["lookahead"]),
+        gcc: vec![],
+        native: false,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::Curve,
+        baseline: "lookahead",
+        unit: "call",
+        counts: vec![],
+        reductions: if size == Size::Full {
+            vec![
+                format!("not run: points whose live frames alone exceed {} GiB (1,000,000 threads 1000 deep, or 100 deep with 256-byte frames; 100,000 threads 1000 deep with 256-byte frames)", GRID_MOST_FLOOR >> 30),
+                format!("i686: only points with at most {I686_MOST_ALIVE} threads and {} GiB of live frames (a 32-bit address space)", GRID_I686_MOST_FLOOR >> 30),
+                "10,000,000 threads: depth 10, the smallest frames, parked on the mutex, x86-64 only".to_string(),
+            ]
         } else {
             vec![]
         },

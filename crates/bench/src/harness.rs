@@ -482,6 +482,15 @@ impl Session<'_> {
         exe: &Path,
         point: &Point,
     ) -> Result<Vec<String>, (NoteKind, String)> {
+        if v.tool == Toolchain::Go && point.go_least_bytes > self.memory_budget {
+            return Err((
+                NoteKind::OutOfResources,
+                format!(
+                    "Go needs at least {:.1} GiB here (2 KiB of stack and a goroutine record per goroutine), more than 3/4 of physical memory",
+                    point.go_least_bytes as f64 / (1u64 << 30) as f64
+                ),
+            ));
+        }
         let mut stack = None;
         if point.args.iter().any(|a| a == STACK_TOKEN) {
             let bytes = match (&point.probe, v.fixed_stack()) {

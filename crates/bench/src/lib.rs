@@ -3,12 +3,14 @@
 //! `cargo xtask experiments` runs the harness (`src/bin/experiments.rs`): every experiment of
 //! the thesis and the paper ([`experiments`]) with every mechanism the compiler accepts and the
 //! peers ([`build`]), measured in interleaved rounds ([`harness`], [`run`]) and written as
-//! `results.csv`, `report.md` with a findings table ([`report`], [`findings`]) and SVG plots
-//! ([`plot`]), all computed from the measurements aggregated per cell ([`table`]).
+//! `results.csv`, `report.md` with a findings table ([`report`], [`findings`]; the green-thread
+//! grid's own tables in [`grid`]) and SVG plots ([`plot`]), all computed from the measurements
+//! aggregated per cell ([`table`]).
 
 pub mod build;
 pub mod experiments;
 pub mod findings;
+pub mod grid;
 pub mod harness;
 pub mod machine;
 pub mod plot;

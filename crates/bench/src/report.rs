@@ -157,6 +157,9 @@ fn experiment_section(
     if e.name == "call_depth" {
         crate::findings::write_call_depth_explanation(out, results, table);
     }
+    if e.name == crate::grid::EXPERIMENT {
+        crate::grid::write_tables(out, table, &e.points);
+    }
     counts_section(out, results, e);
     let baseline = e.baseline;
     for &target in &Target::ALL {

@@ -66,6 +66,7 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
             "summation_cores",
             "hot_split",
             "green_yield",
+            "green_grid",
         ])
         .args(["--runs", "2", "--target", "x86_64", "--quiet", "--cmm"])
         .arg(compiler())
@@ -87,6 +88,10 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
         // The contents link to each experiment's section.
         "[`summation_cores`](#summation_cores)",
         "<a id=\"summation_cores\"></a>",
+        // The grid's own tables: bytes per thread beside the floor, C-- against Go.
+        "Threads parked on a mutex (point:",
+        "Threads waiting by yielding (point:",
+        "| 1 | x86_64 | 1,000 | 10 | 32 | 320 |",
     ] {
         assert!(
             report.contains(needle),

@@ -12,7 +12,9 @@
 //!   already pushed).
 //! * The **path** of a call site is `arg bytes + need(callee)`, where the need of a C--
 //!   function is its longest path `LP`, and the need of an `extern` function is the configured
-//!   budget ([`CallGraphConfig::extern_budget`], see [`DEFAULT_EXTERN_BUDGET_64`]).
+//!   budget ([`CallGraphConfig::extern_budget`], see [`DEFAULT_EXTERN_BUDGET_64`]; for green
+//!   threads [`CallGraphConfig::budget_of`]: C calls run on the worker's stack and need
+//!   [`GREEN_CCALL_BUDGET`], the thread library [`thread_library_budget`]).
 //! * `LP(f) = frame(f) + max(0, path(s) for the call sites s of f that are not checkpoints)`:
 //!   the deepest the stack gets below the SP at a call of `f` before the next checkpoints.
 //! * A **checkpoint** at site `s` tests, before pushing the arguments, whether
@@ -150,6 +152,42 @@ pub const DEFAULT_EXTERN_BUDGET_64: u32 = 8 * 1024;
 /// but `printf` of large or very precise doubles still needs over 5 KiB).
 pub const DEFAULT_EXTERN_BUDGET_32: u32 = 8 * 1024;
 
+/// Budget of a green thread's call to a C function under `lookahead`: the call runs on the
+/// worker's handler stack (`stackrt_ccall`, `emit::mech::lookahead`, "C calls of
+/// green threads"), so the thread's own stack holds only the trampoline's return address and
+/// the one word it saves.
+pub const GREEN_CCALL_BUDGET: u32 = 16;
+
+/// Budget of a green thread's call into the thread library (`sthread_*` but `sthread_exit`)
+/// under `lookahead`: the call runs on the worker's handler stack through
+/// `stackrt_lookahead_libcall` (`emit::mech::lookahead`, "C calls of green threads"), and a
+/// switch it makes saves the thread's context on the thread's stack below the stub's words:
+/// 88 bytes on x86-64 and 40 on i686 below the return address.
+pub const LIBCALL_BUDGET: u32 = 128;
+
+/// Budget of a green thread's call of `sthread_exit` under `lookahead`, which switches away
+/// for good on the thread's own stack (its deepest path to the switch, 176 bytes on x86-64 as
+/// `sthread_mutex_lock`'s was, with a margin). `tests/green.rs`
+/// (`the_thread_library_fits_its_budget_on_a_green_stack`) runs every call of the library at
+/// the bottom of threads; the runtime checks a canary below every green thread's first chunk
+/// when the thread ends and stops the program with one line if a call overran.
+pub const THREAD_EXIT_BUDGET: u32 = 512;
+
+/// The budget of a green thread's call of the thread-library function `name`.
+pub fn thread_library_budget(name: &str) -> u32 {
+    if name == THREAD_EXIT {
+        THREAD_EXIT_BUDGET
+    } else {
+        LIBCALL_BUDGET
+    }
+}
+
+/// The thread library's function that never returns (called directly, not through the stub).
+pub const THREAD_EXIT: &str = "sthread_exit";
+
+/// The prefix of the thread library's functions.
+pub const THREAD_LIBRARY_PREFIX: &str = "sthread_";
+
 /// The default extern budget for a target's pointer size.
 pub const fn default_extern_budget(pointer_size: u32) -> u32 {
     if pointer_size == 8 {
@@ -199,6 +237,23 @@ pub struct CallGraphConfig {
     pub capacity: u32,
     /// Bytes reserved for a call to any `extern` function.
     pub extern_budget: u32,
+    /// Green threads (`--threads green`): a call to a C function runs on the worker's handler
+    /// stack and needs [`GREEN_CCALL_BUDGET`]; a call into the thread library runs on the
+    /// thread's stack and needs [`thread_library_budget`] (`extern_budget` is not used).
+    pub green: bool,
+}
+
+impl CallGraphConfig {
+    /// The budget of a call to the extern named `name`.
+    pub fn budget_of(&self, name: &str) -> u32 {
+        if !self.green || name.starts_with(crate::race::ENTRY_PREFIX) {
+            self.extern_budget
+        } else if name.starts_with(THREAD_LIBRARY_PREFIX) {
+            thread_library_budget(name)
+        } else {
+            GREEN_CCALL_BUDGET
+        }
+    }
 }
 
 impl CallGraphConfig {
@@ -208,6 +263,7 @@ impl CallGraphConfig {
             chunk_size,
             capacity: chunk_capacity(chunk_size, pointer_size),
             extern_budget: default_extern_budget(pointer_size),
+            green: false,
         }
     }
 }
@@ -282,7 +338,17 @@ impl CallGraphPlan {
 pub fn analyze(input: &CallGraphInput, config: &CallGraphConfig) -> CallGraphPlan {
     let n = input.functions.len();
     let cap = config.capacity as u64;
-    let budget = config.extern_budget as u64;
+    let budgets: Vec<u64> = input
+        .externs
+        .iter()
+        .map(|e| config.budget_of(e) as u64)
+        .collect();
+    let budget = |e: u32| {
+        budgets
+            .get(e as usize)
+            .copied()
+            .unwrap_or(config.extern_budget as u64)
+    };
 
     // The largest bytes pushed by any way of entering each function (see `bound` below).
     let mut max_in = vec![0u64; n];
@@ -322,7 +388,7 @@ pub fn analyze(input: &CallGraphInput, config: &CallGraphConfig) -> CallGraphPla
             s.arg_bytes as u64
                 + match s.callee {
                     Callee::Function(g) => lp[g as usize],
-                    Callee::Extern(_) => budget,
+                    Callee::Extern(e) => budget(e),
                 }
         };
         let mut open: Vec<(u64, usize)> = node
@@ -360,7 +426,7 @@ pub fn analyze(input: &CallGraphInput, config: &CallGraphConfig) -> CallGraphPla
                     let path = s.arg_bytes as u64
                         + match s.callee {
                             Callee::Function(g) => lp[g as usize],
-                            Callee::Extern(_) => budget,
+                            Callee::Extern(e) => budget(e),
                         };
                     let cp = checkpoint[f][i];
                     SitePlan {
@@ -441,15 +507,30 @@ fn dfs_mark_back_edges(
 impl fmt::Display for CallGraphPlan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.config;
-        writeln!(
-            f,
-            "call graph: chunk size {} bytes, capacity {} bytes, extern budget {} bytes, \
-             {} checkpoints",
-            c.chunk_size,
-            c.capacity,
-            c.extern_budget,
-            self.checkpoint_count()
-        )?;
+        if c.green {
+            writeln!(
+                f,
+                "call graph: chunk size {} bytes, capacity {} bytes, green threads (C calls \
+                 {} bytes on the thread's stack, the thread library {} bytes, sthread_exit \
+                 {} bytes), {} checkpoints",
+                c.chunk_size,
+                c.capacity,
+                GREEN_CCALL_BUDGET,
+                LIBCALL_BUDGET,
+                THREAD_EXIT_BUDGET,
+                self.checkpoint_count()
+            )?;
+        } else {
+            writeln!(
+                f,
+                "call graph: chunk size {} bytes, capacity {} bytes, extern budget {} bytes, \
+                 {} checkpoints",
+                c.chunk_size,
+                c.capacity,
+                c.extern_budget,
+                self.checkpoint_count()
+            )?;
+        }
         for func in &self.functions {
             write!(
                 f,

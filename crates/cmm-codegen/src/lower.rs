@@ -1223,6 +1223,14 @@ pub fn mark_green_threads(p: &mut LoweredProgram) {
     });
 }
 
+/// Whether [`mark_green_threads`] marked the program.
+pub fn is_green_threads(p: &LoweredProgram) -> bool {
+    p.data.iter().any(|d| {
+        d.symbol == THREADS_SYMBOL
+            && matches!(&d.kind, DataKind::Bytes(b) if b[..] == THREADS_GREEN.to_le_bytes())
+    })
+}
+
 #[cfg(test)]
 mod thread_model_tests {
     use super::*;
@@ -1240,7 +1248,9 @@ mod thread_model_tests {
             num_globals: 0,
             num_strings: 0,
         };
+        assert!(!is_green_threads(&p));
         mark_green_threads(&mut p);
+        assert!(is_green_threads(&p));
         assert_eq!(p.data.len(), 1);
         assert_eq!(p.data[0].symbol, "__cmm_threads");
         assert!(p.data[0].exported && !p.data[0].writable);

@@ -24,6 +24,11 @@ use cmm_front::diag::{LineIndex, Span};
 
 /// The runtime entry called before a load: `(addr, size: i32, site: i32)`.
 pub const READ_ENTRY: &str = "__stackrt_race_read";
+
+/// The prefix of every runtime entry `--race` code calls: they run on the calling thread's own
+/// stack under every mechanism (the detector's decision hook may switch green threads there,
+/// in the deterministic mode), with the C extern budget (`callgraph::budget_of`).
+pub const ENTRY_PREFIX: &str = "__stackrt_race_";
 /// The runtime entry called before a store: `(addr, size: i32, site: i32)`.
 pub const WRITE_ENTRY: &str = "__stackrt_race_write";
 /// The site table (see the module docs).

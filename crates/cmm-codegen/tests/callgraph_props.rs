@@ -58,6 +58,7 @@ fn graph_strategy() -> impl Strategy<Value = (CallGraphInput, CallGraphConfig)> 
                         chunk_size: 0,
                         capacity,
                         extern_budget,
+                        green: false,
                     },
                 )
             })
@@ -255,6 +256,7 @@ fn chain_and_mutual_recursion_by_hand() {
         chunk_size: 8192,
         capacity: 4000,
         extern_budget: 0,
+        green: false,
     };
     let plan = analyze(&input, &cfg);
     // DFS a, b, c, d: d → c is the back edge. LP(d) = 900, LP(c) = 1200 + 8 + 900 = 2108,
@@ -285,6 +287,7 @@ fn frames_and_externs_larger_than_a_chunk_become_checkpoints() {
         chunk_size: 8192,
         capacity: 4000,
         extern_budget: 3000,
+        green: false,
     };
     let input = CallGraphInput {
         functions: vec![

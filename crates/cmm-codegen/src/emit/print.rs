@@ -1047,7 +1047,7 @@ impl<'a> Printer<'a> {
         }
         self.base = None;
         self.mech.extern_call_check(&site, &mut self.out);
-        self.line(format!("call {}", info.symbol));
+        self.mech.extern_call(&site, &mut self.out);
         let mut cleanup = pad + arg_bytes;
         if info.x87_ret {
             if matches!(info.ret, Some((_, RetKind::F64))) {

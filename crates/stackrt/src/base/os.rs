@@ -56,6 +56,17 @@ impl KeptErrno {
     pub fn new() -> Self {
         KeptErrno(errno())
     }
+
+    /// Keeps `value` instead of the current errno (a call that goes on after a switch made
+    /// elsewhere and kept the caller's errno itself).
+    pub fn with(value: i32) -> Self {
+        KeptErrno(value)
+    }
+
+    /// The kept value.
+    pub fn value(&self) -> i32 {
+        self.0
+    }
 }
 
 impl Default for KeptErrno {

@@ -126,6 +126,9 @@ pub struct ThreadChain {
     pub(super) foreign_first: Cell<bool>,
     /// Low end of the memory offered for the next [`ThreadChain::enter`]'s first chunk; 0: none.
     pub(super) offer: Cell<usize>,
+    /// Bytes kept free between the thread stack and the offered first chunk's header (see
+    /// [`ThreadChain::offer_first_chunk`]).
+    pub(super) offer_room: Cell<usize>,
     /// Whether this OS thread is a green-thread worker: chains come and go on it, so an exit
     /// keeps the caches (trimmed to their capacity) for the next green thread.
     pub(super) worker: Cell<bool>,
@@ -149,6 +152,7 @@ impl ThreadChain {
             grower: Cell::new(false),
             foreign_first: Cell::new(false),
             offer: Cell::new(0),
+            offer_room: Cell::new(FOREIGN_HANDLER_ROOM),
             worker: Cell::new(false),
         }
     }
@@ -266,7 +270,7 @@ impl ThreadChain {
         self.chain_bytes.set(0);
         let offer = self.offer.replace(0);
         let foreign = thread_stack
-            .checked_sub(FOREIGN_HANDLER_ROOM + HEADER_SIZE)
+            .checked_sub(self.offer_room.get() + HEADER_SIZE)
             .map(|h| h & !15)
             .filter(|&h| offer != 0 && h > offer && h - offer >= need + CHECK_SLACK);
         let (h, size) = if let Some(h) = foreign {

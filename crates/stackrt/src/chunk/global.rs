@@ -274,6 +274,7 @@ fn unwrap_or_fatal(
 fn enter(thread_stack: usize, need: usize, guard: bool) -> *mut ChunkHeader {
     let rt = runtime_init(guard);
     EXIT_GUARD.with(|_| ());
+    super::handler::entered(thread_stack);
     CHAIN.with(|c| unwrap_or_fatal(c, c.enter(rt, thread_stack, need)))
 }
 
@@ -310,10 +311,13 @@ pub extern "C" fn stackrt_chunk_overflow(
     caller_sp: usize,
     reserve: usize,
 ) -> *mut ChunkHeader {
+    let mut reserve = reserve;
     if let Some(hook) = poison::checkpoint_hook() {
-        // May switch to another green thread and resume on another OS thread: the chain is
-        // found afresh below, out of line.
-        hook();
+        if hook() {
+            // The switch runs on the new chunk, which gets room for it (`super::handler`).
+            super::handler::set_switch_pending();
+            reserve += super::handler::SWITCH_ROOM;
+        }
     }
     overflow_here(cur, caller_sp, reserve)
 }
@@ -338,11 +342,17 @@ pub extern "C" fn stackrt_chunk_underflow(cur: *mut ChunkHeader) -> *mut ChunkHe
 /// budget. Returns `cur`.
 #[no_mangle]
 pub extern "C" fn stackrt_chunk_reclaim(cur: *mut ChunkHeader) -> *mut ChunkHeader {
-    if let Some(hook) = poison::checkpoint_hook() {
-        // As in `stackrt_chunk_overflow`.
-        hook();
+    // The chunk a requester poisoned may be among those given back: its limit is restored
+    // first, and `cur` (where the code goes on) poisoned instead, so the request reaches the
+    // next checkpoint. No switch here: the code's SP has no room for one.
+    let rearm = poison::hooked() && poison::disarm();
+    let r = reclaim_here(cur);
+    if rearm {
+        // SAFETY: `cur` is the running thread's current chunk, the code that called this
+        // runs on it on this OS thread, and it stays linked.
+        unsafe { poison::arm(cur as usize) };
     }
-    reclaim_here(cur)
+    r
 }
 
 #[inline(never)]
@@ -370,7 +380,8 @@ pub extern "C" fn stackrt_chunk_thread_exit() {
         if let Err(e) = r {
             fatal(c, e)
         }
-    })
+    });
+    super::handler::exited();
 }
 
 /// The chunk size in use (bytes, header included, guard excluded); 0 before initialisation.
@@ -470,10 +481,12 @@ pub fn switch_chain(save: &mut super::state::ChainState, load: &super::state::Ch
     CHAIN.with(|c| c.switch_state(save, load))
 }
 
-/// Offers `[low, T - FOREIGN_HANDLER_ROOM)` as the first chunk of the calling OS thread's next
-/// `stackrt_chunk_thread_enter*` (see `ThreadChain::offer_first_chunk`).
-pub fn offer_first_chunk(low: usize) {
-    CHAIN.with(|c| c.offer_first_chunk(low))
+/// Offers `[low, T - room)` as the first chunk of the calling OS thread's next
+/// `stackrt_chunk_thread_enter*` (see `ThreadChain::offer_first_chunk`): `room` is 0 when the
+/// handlers run on a worker's handler stack (`lookahead`), else
+/// [`super::config::FOREIGN_HANDLER_ROOM`].
+pub fn offer_first_chunk(low: usize, room: usize) {
+    CHAIN.with(|c| c.offer_first_chunk(low, room))
 }
 
 /// Marks the calling OS thread as a green-thread worker (its chunk caches outlive the chains).
@@ -493,4 +506,37 @@ pub fn exit_chain_if_active() {
             }
         }
     })
+}
+
+/// Admits up to `n` green-thread stack blocks of `bytes` each against the memory limit, as if
+/// they were chunks (`Runtime::carve_foreign`): returns how many fit (at least one), or ends
+/// the program with the limit's one line naming green thread `thread`, status 70, as a chunk
+/// over the limit would. With no runtime yet, admits all.
+pub fn admit_foreign_blocks(bytes: usize, n: usize, thread: i32) -> usize {
+    let Some(rt) = RUNTIME.get() else { return n };
+    match rt.carve_foreign(bytes, n) {
+        Ok(n) => n,
+        Err(e) => {
+            let mut buf = StackBuf::<384>::new();
+            let _ = core::fmt::write(
+                &mut buf,
+                format_args!(
+                    "stackrt: green thread {thread} (tid {}): {e}\n",
+                    crate::base::os::gettid()
+                ),
+            );
+            buf.write_to_stderr();
+            if rt.config().count_stats {
+                rt.stats().snapshot().print(rt.config().geometry.chunk_size);
+            }
+            exit_fatal()
+        }
+    }
+}
+
+/// Gives back an admission of [`admit_foreign_blocks`] for `bytes` that were not carved.
+pub fn unadmit_foreign_blocks(bytes: usize) {
+    if let Some(rt) = RUNTIME.get() {
+        rt.uncarve_foreign(bytes);
+    }
 }

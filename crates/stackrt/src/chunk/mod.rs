@@ -61,6 +61,7 @@ pub mod chain;
 pub mod config;
 pub mod error;
 pub mod global;
+pub mod handler;
 pub mod header;
 pub mod poison;
 pub mod pool;

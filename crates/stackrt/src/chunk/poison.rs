@@ -27,10 +27,10 @@ use super::header::OFF_LIMIT;
 /// below it, so every checkpoint in the chunk takes its slow path.
 pub const POISON: usize = usize::MAX;
 
-/// What a checkpoint that entered the runtime calls before the runtime does its own work. It
-/// may switch to another green thread and return on another OS thread: the caller finds its
-/// thread-locals afresh, out of line.
-pub type CheckpointHook = fn();
+/// What a checkpoint that entered the runtime calls before the runtime does its own work, on the
+/// handler stack: it must not switch; it answers whether the thread should (then the
+/// registered switch runs on the thread's own stack, see `super::handler`).
+pub type CheckpointHook = fn() -> bool;
 
 /// The registered hook as a `fn()` address, or 0 (no hook: checkpoints are not preemption
 /// points, the OS-thread and fixed-stack programs).
@@ -42,9 +42,11 @@ thread_local! {
     static ARMED: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
 
-/// Makes every overflow and reclaim entry call `hook` first (set once at program start, before
-/// any thread runs compiled code).
-pub fn set_checkpoint_hook(hook: CheckpointHook) {
+/// Makes every overflow entry call `hook` first, and `switch` on the thread's own stack when
+/// the hook answered `true` (set once at program start, before any thread runs compiled
+/// code). `switch` may switch to another green thread and return on another OS thread.
+pub fn set_checkpoint_hook(hook: CheckpointHook, switch: fn()) {
+    super::handler::set_switch_hook(switch);
     CHECKPOINT_HOOK.store(hook as usize, Relaxed);
 }
 

@@ -53,6 +53,9 @@ pub struct Runtime {
     pub(super) waiters: AtomicU32,
     /// Threads holding a growth token (allowed to carve above the soft limit).
     pub(super) growers: AtomicUsize,
+    /// Bytes of stack memory carved outside the arenas and counted against the memory limit
+    /// like chunks: green threads' stack blocks ([`Runtime::carve_foreign`]).
+    pub(super) foreign_carved: AtomicUsize,
 }
 
 // SAFETY: the pools' and arenas' contents are only reached through their spin locks; the rest
@@ -77,6 +80,7 @@ impl Runtime {
             gives: AtomicU32::new(0),
             waiters: AtomicU32::new(0),
             growers: AtomicUsize::new(0),
+            foreign_carved: AtomicUsize::new(0),
             page: page_size(),
         }
     }

@@ -43,6 +43,25 @@ impl ChainState {
     pub fn is_active(&self) -> bool {
         self.active
     }
+
+    /// Whether the thread has outgrown its first chunk (more than one chunk in its chain).
+    #[inline]
+    pub fn outgrown(&self) -> bool {
+        self.active && self.depth >= 2
+    }
+
+    /// Bytes of stack a switched-out thread whose saved SP is `sp` uses, from its first
+    /// chunk's top, if it has outgrown its first chunk (None otherwise, or when `sp` is not in
+    /// its newest chunk).
+    pub fn outgrown_use(&self, sp: usize) -> Option<usize> {
+        if !self.active || self.depth < 2 {
+            return None;
+        }
+        let top = self.top as usize;
+        // SAFETY: the newest chunk of a switched-out thread's chain is mapped while linked.
+        let limit = unsafe { (*self.top).limit };
+        (sp >= limit && sp <= top).then(|| self.used_below + (top - sp))
+    }
 }
 
 impl Default for ChainState {
@@ -103,10 +122,13 @@ impl ThreadChain {
 
     /// Offers the memory from `low` up to the next [`ThreadChain::enter`]'s thread stack as its
     /// first chunk: a green thread's stack block, whose top holds the entry frames. The chunk's
-    /// header goes [`super::config::FOREIGN_HANDLER_ROOM`] below the thread stack `T`, its limit is `low`;
+    /// header goes `room` bytes below the thread stack `T` (where the handlers' frames grow
+    /// down from `T` when they run on it: [`super::config::FOREIGN_HANDLER_ROOM`]; 0 when they
+    /// run on a worker's handler stack, `super::handler`), its limit is `low`;
     /// if the entry's need does not fit, the offer is ignored and a chunk of the runtime's is
     /// taken. The memory stays the caller's: the chain never caches or releases it.
-    pub fn offer_first_chunk(&self, low: usize) {
+    pub fn offer_first_chunk(&self, low: usize, room: usize) {
         self.offer.set(low);
+        self.offer_room.set(room);
     }
 }

@@ -74,6 +74,32 @@ impl Runtime {
         })
     }
 
+    /// Admits up to `n` stack blocks of `bytes` each carved outside the arenas (green threads'
+    /// stack blocks) against the memory limit, as if they were chunks: returns how many fit,
+    /// at least one, or the limit's error.
+    pub fn carve_foreign(&self, bytes: usize, n: usize) -> Result<usize, ChunkError> {
+        self.arenas.with(|a| {
+            let carved = a.carved_bytes() + self.foreign_carved.load(Relaxed);
+            let limit = self.config.memory_limit;
+            let room = limit.saturating_sub(carved);
+            if room < bytes {
+                return Err(ChunkError::MemoryLimit {
+                    carved,
+                    needed: bytes,
+                    limit,
+                });
+            }
+            let n = n.min(room / bytes.max(1)).max(1);
+            self.foreign_carved.fetch_add(n * bytes, Relaxed);
+            Ok(n)
+        })
+    }
+
+    /// Takes back `bytes` admitted by [`Runtime::carve_foreign`] but not carved.
+    pub fn uncarve_foreign(&self, bytes: usize) {
+        self.foreign_carved.fetch_sub(bytes, Relaxed);
+    }
+
     /// Carves `n` fresh chunks of class `k` (checking the memory and mapping limits).
     pub(super) fn carve(&self, k: usize, n: usize) -> Result<FreeList, ChunkError> {
         let size = self.config.class_size(k);
@@ -82,7 +108,7 @@ impl Runtime {
         let mut out = FreeList::new();
         let mut spill = FreeList::new();
         let carved = self.arenas.with(|a| -> Result<(), ChunkError> {
-            let carved = a.carved_bytes();
+            let carved = a.carved_bytes() + self.foreign_carved.load(Relaxed);
             let limit = self.config.memory_limit;
             let room = limit.saturating_sub(carved);
             if room < block {

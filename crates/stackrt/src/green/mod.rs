@@ -1,7 +1,8 @@
 //! Green threads (M:N) on the runtime's stacks, behind the thread library under `cmm compile
 //! --threads green`: [`context`] holds the context switch (the per-architecture assembly is in
 //! `crate::green::arch`) and the stacks a context runs on, [`stacks`] the green threads'
-//! stack blocks, [`fixed_stacks`] the reuse of fixed stacks, [`queue`] the per-worker run queues with work stealing, [`sched`] the
+//! stack blocks, [`sizing`] their sizes learned per entry function, [`fixed_stacks`] the
+//! reuse of fixed stacks, [`queue`] the per-worker run queues with work stealing, [`sched`] the
 //! scheduler, [`preempt`] preemption at `lookahead` checkpoints, [`det`] the deterministic mode
 //! (`STACKRT_SCHED`) and [`sync`] parking locks and the green mutex.
 
@@ -12,6 +13,7 @@ pub mod fixed_stacks;
 pub mod preempt;
 pub mod queue;
 pub mod sched;
+pub mod sizing;
 pub mod stacks;
 pub mod sync;
 

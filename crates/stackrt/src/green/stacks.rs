@@ -1,5 +1,6 @@
 //! Stacks of green threads: stack blocks for the chunked mechanisms (a small first chunk plus
-//! the thread's entry frames, see [`block_size`]), carved from large mappings and reused
+//! the thread's entry frames, see [`block_size`]; packed several to a page under
+//! `lookahead`), carved from large mappings and reused
 //! through a per-worker cache and a shared free list; fixed stacks for the others are
 //! [`super::context::Stack`]s.
 
@@ -10,35 +11,77 @@ use std::sync::Mutex;
 use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
 
 /// Bytes kept for a green thread's entry frames above its thread stack `T` (the context's
-/// start frame, the entry function and the mechanism's entry trampoline: a few hundred bytes).
-/// If they ever needed more, the chunk runtime would find the offered first chunk too small
-/// for the entry's need and take one of its own chunks instead: never an overlap.
-pub const ENTRY_ROOM: usize = 1024;
+/// start frame, the entry function and the mechanism's entry trampoline: 144 bytes on x86-64
+/// and 176 on i686, measured 2026-11-26). If they ever needed more, the chunk runtime would
+/// find the offered first chunk too small for the entry's need and take one of its own chunks
+/// instead: never an overlap.
+pub const ENTRY_ROOM: usize = 192;
+
+/// Bytes at the bottom of a `lookahead` block, below its first chunk's limit, that hold a
+/// known pattern while the thread runs: compiled code never writes below the limit, so a
+/// changed pattern when the thread ends means a call that ran on the thread's stack (the
+/// thread library's, whose budget the compiler reserves) used more than it was given, and
+/// the program stops with one line instead of going on with a neighbour's stack overwritten.
+pub const CANARY: usize = BLOCK_STEP;
+
+const CANARY_WORD: usize = usize::MAX / 0xff * 0xa5;
+
+/// Writes the canary at the bottom of the block at `b`.
+///
+/// # Safety
+/// `b` is a block of at least [`CANARY`] bytes that nothing else uses.
+pub unsafe fn set_canary(b: usize) {
+    for i in 0..CANARY / core::mem::size_of::<usize>() {
+        // SAFETY: the caller's guarantee; blocks are 16-byte aligned.
+        unsafe { (b as *mut usize).add(i).write(CANARY_WORD) };
+    }
+}
+
+/// Whether the canary [`set_canary`] wrote at the bottom of the block at `b` is unchanged.
+pub fn canary_intact(b: usize) -> bool {
+    // SAFETY: `b` is a mapped block (its thread just ended); reading its words is harmless.
+    (0..CANARY / core::mem::size_of::<usize>())
+        .all(|i| unsafe { (b as *const usize).add(i).read_volatile() } == CANARY_WORD)
+}
 
 /// Bytes of the stack block of a green thread whose entry function needs `need` bytes below
-/// its first chunk's top (the u32 before the function, its longest path with the 8 KiB budget
-/// of a C call if it makes one), in whole pages. From the top: the entry frames
-/// ([`ENTRY_ROOM`]), the thread stack `T` of the chunk handlers,
-/// `crate::chunk::config::FOREIGN_HANDLER_ROOM` (8 KiB) for the handlers' frames, then the
-/// thread's first chunk: its header and `need` bytes of stack. Pages are touched only as they
-/// are used, so a thread's resident memory is the entry frames' page and the pages its stack
-/// reaches; a deeper thread links the runtime's standard chunks below the block, as any
-/// chunked thread does.
-pub fn block_size(need: usize) -> usize {
-    let bytes = ENTRY_ROOM
-        + crate::chunk::config::FOREIGN_HANDLER_ROOM
-        + crate::chunk::HEADER_SIZE
-        + crate::chunk::CHECK_SLACK
-        + 16
-        + need;
-    bytes.next_multiple_of(crate::base::os::page_size())
+/// its first chunk's top (the u32 before the function: its longest path, with the room of the
+/// thread library's calls if it makes any), when `room` bytes are kept for the chunk
+/// handlers' frames between the thread stack `T` and the first chunk. From the top: the entry
+/// frames ([`ENTRY_ROOM`]), `T`, `room`, then the thread's first chunk: its header and `need`
+/// bytes of stack (and under `lookahead` the [`CANARY`] below it).
+///
+/// Under `lookahead` the handlers and C calls run on the worker's handler stack
+/// (`crate::chunk::handler`), so `room` is 0 and the block is what the thread touches at most
+/// before it links a chunk: blocks are sized in 64-byte steps and packed one after another,
+/// several to a page, so a shallow thread holds about its entry frames and its frames, not a
+/// page. Under the MMU mechanisms the block only holds the entry frames and the handlers'
+/// room (`crate::chunk::config::FOREIGN_HANDLER_ROOM`; their first chunk needs a guard page
+/// and comes from the chunk runtime), in whole pages. Pages are touched only as they are used;
+/// a deeper thread links the runtime's standard chunks below the block, as any chunked thread
+/// does.
+pub fn block_size(need: usize, room: usize) -> usize {
+    let bytes =
+        ENTRY_ROOM + room + crate::chunk::HEADER_SIZE + crate::chunk::CHECK_SLACK + 16 + need;
+    if room == 0 {
+        (bytes + CANARY).next_multiple_of(BLOCK_STEP)
+    } else {
+        bytes.next_multiple_of(crate::base::os::page_size())
+    }
 }
+
+/// The size step of packed blocks: a cache line, so that one thread's entry frames and its
+/// neighbour's first chunk never share one.
+pub const BLOCK_STEP: usize = 64;
 
 /// Bytes mapped at once for blocks (`MAP_NORESERVE`: pages count only once touched).
 #[cfg(target_pointer_width = "64")]
 const REGION_SIZE: usize = 64 << 20;
 #[cfg(target_pointer_width = "32")]
 const REGION_SIZE: usize = 8 << 20;
+
+/// Bytes of blocks a worker's cache takes at most at once from the shared lists or a region.
+const REFILL_BYTES: usize = 256 << 10;
 
 /// Blocks of one size a worker keeps for its next threads; beyond it half of them go to the
 /// shared lists.
@@ -107,14 +150,24 @@ impl Blocks {
     }
 
     /// A block of `size` bytes (a [`block_size`]) for the worker owning `cache`: from the
-    /// cache, else half a cache's worth from the shared list or fresh from a region.
-    pub fn take(&self, cache: &mut BlockCache, size: usize) -> Result<usize, nix::Error> {
+    /// cache, else half a cache's worth from the shared list or fresh from a region. Fresh
+    /// blocks are counted against the chunk runtime's memory limit
+    /// (`crate::chunk::global::admit_foreign_blocks`, which ends the program with one line
+    /// naming green thread `thread` when none fits).
+    pub fn take(
+        &self,
+        cache: &mut BlockCache,
+        size: usize,
+        thread: i32,
+    ) -> Result<usize, nix::Error> {
         let list = cache.list(size);
         if let Some(b) = list.pop() {
             return Ok(b);
         }
         let mut s = self.lock();
-        let want = WORKER_CACHE / 2;
+        // Half a cache, but no more than REFILL_BYTES of large blocks at once: fresh blocks
+        // count against the memory limit.
+        let want = (WORKER_CACHE / 2).min(REFILL_BYTES / size).max(1);
         if let Some(shared) = s.lists.get_mut(&size) {
             while list.len() < want {
                 let Some(b) = shared.free.pop_back() else {
@@ -124,9 +177,17 @@ impl Blocks {
                 list.push(b);
             }
         }
+        let fresh = want - list.len();
+        let admitted = if fresh > 0 {
+            crate::chunk::global::admit_foreign_blocks(size, fresh, thread)
+        } else {
+            0
+        };
+        let want = list.len() + admitted;
         while list.len() < want {
             if s.end - s.next < size {
                 if !list.is_empty() {
+                    crate::chunk::global::unadmit_foreign_blocks(size * (want - list.len()));
                     break;
                 }
                 let len = NonZeroUsize::new(REGION_SIZE.max(size)).ok_or(nix::Error::EINVAL)?;
@@ -162,10 +223,17 @@ impl Blocks {
         let shared = s.lists.entry(size).or_default();
         for b in list.drain(..list.len() - keep) {
             if shared.resident >= RESIDENT_FREE {
-                if let Some(p) = core::ptr::NonNull::new(b as *mut core::ffi::c_void) {
-                    // SAFETY: a free block of a region this allocator mapped; nothing runs on
-                    // it, and its pages read as zero afterwards, which no user relies on.
-                    let _ = unsafe { madvise(p, size, MmapAdvise::MADV_DONTNEED) };
+                // Only the pages wholly inside the block: a packed block shares its first
+                // and last page with blocks that may be in use.
+                let page = crate::base::os::page_size();
+                let (lo, hi) = (b.next_multiple_of(page), (b + size) / page * page);
+                if hi > lo {
+                    if let Some(p) = core::ptr::NonNull::new(lo as *mut core::ffi::c_void) {
+                        // SAFETY: whole pages of a free block of a region this allocator
+                        // mapped; nothing runs on them, and they read as zero afterwards,
+                        // which no user relies on.
+                        let _ = unsafe { madvise(p, hi - lo, MmapAdvise::MADV_DONTNEED) };
+                    }
                 }
                 shared.free.push_front(b);
             } else {

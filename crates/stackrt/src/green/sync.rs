@@ -37,20 +37,22 @@ impl GreenMutex {
         }
     }
 
-    /// Locks the mutex, parking the running green thread while another holds it.
-    pub fn lock(&self) {
+    /// Locks the mutex, parking the running green thread while another holds it. When the
+    /// park is left to the library stub (`Switched::Deferred`), the thread owns the mutex once
+    /// it runs again with `phase` (`unlock` hands it over).
+    pub fn lock(&self, phase: u32) -> sched::Switched {
         self.spin.lock();
         // SAFETY: under `spin`.
         let st = unsafe { &mut *self.state.get() };
         if !st.locked {
             st.locked = true;
             self.spin.unlock();
-            return;
+            return sched::Switched::Done;
         }
         st.waiters.push_back(sched::current());
         // SAFETY: `spin` is held and the thread is queued as a waiter, which `unlock` wakes
         // once, handing it the mutex.
-        unsafe { sched::park(&self.spin) };
+        unsafe { sched::park(&self.spin, phase) }
     }
 
     /// Unlocks the mutex: the longest waiter, if any, owns it now and runs again.

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
 use crate::base::diag::{errno_text, fail};
-use crate::base::os::{page_size, KeptErrno};
+use crate::base::os::page_size;
 
 pub mod entry;
 pub mod handles;
@@ -74,7 +74,12 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         );
     }
     if green::enabled() {
-        let _kept = KeptErrno::new();
+        // Phases of a call the library stub repeats after a switch (`green::lib_entry`): 1,
+        // the thread was created and the deterministic mode's decision taken.
+        let (phase, _kept) = green::lib_entry();
+        if phase == 1 {
+            return green::lib_value() as c_int;
+        }
         let mut threads = green_table();
         let handle = threads.next_handle();
         let race = crate::race::fork(handle);
@@ -82,7 +87,8 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         let inserted = threads.insert(g as usize);
         debug_assert_eq!(inserted, handle);
         drop(threads);
-        green::det_point();
+        green::set_lib_value(handle as usize);
+        let _ = green::det_point(1);
         return handle;
     }
 
@@ -152,21 +158,38 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
 #[no_mangle]
 pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -> c_int {
     if green::enabled() {
-        let _kept = KeptErrno::new();
-        green::det_point();
-        let g = match green_table().begin_join(handle) {
-            Ok(g) => g,
-            Err(e) => return e.errno(),
+        // Phases of a call the library stub repeats after a switch (`green::lib_entry`): 1,
+        // after the deterministic mode's decision; 2, the thread waited for ended.
+        let (phase, _kept) = green::lib_entry();
+        let (g, r, race) = if phase == 2 {
+            let g = green::lib_value();
+            // SAFETY: the thread this call waited for (kept in phase 1), which ended; its
+            // record lives until `join_result` frees it.
+            let race = unsafe { (*(g as *const green::Green)).race() };
+            // SAFETY: as above.
+            (g, unsafe { green::join_result(g as *const green::Green) }, race)
+        } else {
+            if phase == 0 && green::det_point(1) == green::Switched::Deferred {
+                return 0;
+            }
+            let g = match green_table().begin_join(handle) {
+                Ok(g) => g,
+                Err(e) => return e.errno(),
+            };
+            if g == green::current() as *const green::Green as usize {
+                green_table().end_join(handle, g, false);
+                return libc::EDEADLK;
+            }
+            green::set_lib_value(g);
+            // SAFETY: `g` is a live green thread record (freed only by the join below).
+            let race = unsafe { (*(g as *const green::Green)).race() };
+            // SAFETY: `g` is a green thread record from `create`, joined only here (the table
+            // marks it as being joined), and not the calling thread.
+            match unsafe { green::join(g as *const green::Green, 2) } {
+                Ok(r) => (g, r, race),
+                Err(_) => return 0,
+            }
         };
-        if g == green::current() as *const green::Green as usize {
-            green_table().end_join(handle, g, false);
-            return libc::EDEADLK;
-        }
-        // SAFETY: `g` is a live green thread record (freed only by the join below).
-        let race = unsafe { (*(g as *const green::Green)).race() };
-        // SAFETY: `g` is a green thread record from `create`, joined only here (the table
-        // marks it as being joined), and not the calling thread.
-        let r = unsafe { green::join(g as *const green::Green) };
         // SAFETY: the thread ended (joined above) and its state is joined once, here.
         unsafe { crate::race::join(race) };
         green_table().end_join(handle, g, true);
@@ -213,8 +236,11 @@ pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
 #[no_mangle]
 pub extern "C" fn sthread_yield() {
     if green::enabled() {
-        let _kept = KeptErrno::new();
-        green::yield_now();
+        // Phase 1 of a call the library stub repeats (`green::lib_entry`): it yielded.
+        let (phase, _kept) = green::lib_entry();
+        if phase == 0 {
+            let _ = green::yield_now(1);
+        }
     } else {
         // SAFETY: sched_yield has no preconditions.
         unsafe { libc::sched_yield() };
@@ -283,11 +309,21 @@ pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_lock").cast::<crate::green::sync::GreenMutex>();
-        let _kept = KeptErrno::new();
-        green::det_point();
+        // Phases of a call the library stub repeats (`green::lib_entry`): 1, after the
+        // deterministic mode's decision; 2, it parked and was handed the mutex.
+        let (phase, _kept) = green::lib_entry();
+        if phase == 2 {
+            // Parked, and handed the mutex by its unlocker.
+            crate::race::acquire(m as usize);
+            return;
+        }
+        if phase == 0 && green::det_point(1) == green::Switched::Deferred {
+            return;
+        }
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
-        unsafe { (*m).lock() };
-        crate::race::acquire(m as usize);
+        if unsafe { (*m).lock(2) } == green::Switched::Done {
+            crate::race::acquire(m as usize);
+        }
         return;
     }
     let m = check_mutex(m, "sthread_mutex_lock");
@@ -304,11 +340,16 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_unlock").cast::<crate::green::sync::GreenMutex>();
-        let _kept = KeptErrno::new();
+        // Phase 1 of a call the library stub repeats (`green::lib_entry`): it unlocked and
+        // the deterministic mode decided.
+        let (phase, _kept) = green::lib_entry();
+        if phase == 1 {
+            return;
+        }
         crate::race::release(m as usize);
         // SAFETY: per the contract `m` is a live green mutex from sthread_mutex_create.
         unsafe { (*m).unlock() };
-        green::det_point();
+        let _ = green::det_point(1);
         return;
     }
     let m = check_mutex(m, "sthread_mutex_unlock");

@@ -15,26 +15,35 @@
 //!
 //! # Sequences, side by side with the thesis
 //!
-//! The callee is listing 3.11 unchanged (the same as `traditional`): `sub esp, S ... add esp,
-//! S; ret`. A call site that is not a checkpoint is the `traditional` one. A checkpoint with
-//! reserve `R` (bytes below the caller's SP: arguments plus the callee's longest path) and `A`
-//! bytes of arguments:
+//! Calls and returns are `callee-cleanup`'s (paper 4.2, [`super::CalleeCleanup`]): the caller
+//! pushes the return address, then the arguments, and jumps; the callee (listing 3.11's `sub
+//! esp, S` at entry) removes its frame, its arguments and the return address and jumps back
+//! through it (`add rsp, S + A + 8; jmp [rsp - 8]`; on i686 `mov ecx, [esp + S + A]; add esp,
+//! S + A + 4; jmp ecx`). The thesis's listings use `call`/`ret`; the paper's conclusions
+//! suggest combining the look-ahead checkpoints with callee-cleanup sequences, and they pay:
+//! deep down, once the return stack buffer is exhausted, an indirect `jmp` through the saved
+//! address is predicted where a `ret` is not (the harness's `call_depth`). A call site that is
+//! not a checkpoint is the `callee-cleanup` one. A checkpoint with reserve `R` (bytes below the
+//! caller's SP: return address, arguments and the callee's longest path) and `A` bytes pushed
+//! (the return address and the arguments):
 //!
 //! ```text
 //!  thesis listing 3.10                        this stage (i686; x86-64: r11, r10, rsp, rbp)
-//!  MOV  EAX, ESP                              push argN ... push arg1          (A bytes)
-//!  MOV  EDX, ESP                              lea  ecx, [esp - (R - A + 16)]
-//!  ADD  EDX, CHUNK - LONGEST_PATH - 16        cmp  ecx, dword ptr [ebp + 12]   ; limit
-//!  CMP  EDX, EBP                              jb   .LlaN_ovf                   ; out of line
-//!  JGE  .L1                                   call callee
-//!  CALL STAMEX_OVERFLOW_HANDLER               add  esp, A
-//! .L1: PUSH arg1 ... PUSH argn              .LlaN_back:
-//!  CALL callee                                ; in `.subsection 1` (after all functions):
-//!  ADD  ESP, args_size                      .LlaN_ovf:  mov ecx, R ; mov edx, A
-//!  CMP  EBP, ESP                                        call stackrt_lookahead_overflow_cmm
-//!  JNE  .L2                                             call callee        ; on the new chunk
-//!  CALL STAMEX_UNDERFLOW_HANDLER                        add  esp, A        ; esp = ebp again
-//! .L2:                                                  mov  esp, dword ptr [ebp + 4]
+//!  MOV  EAX, ESP                              push offset .Lret                (the return)
+//!  MOV  EDX, ESP                              push argN ... push arg1          (A bytes in all)
+//!  ADD  EDX, CHUNK - LONGEST_PATH - 16        lea  ecx, [esp - (R - A + 16)]
+//!  CMP  EDX, EBP                              cmp  ecx, dword ptr [ebp + 12]   ; limit
+//!  JGE  .L1                                   jb   .LlaN_ovf                   ; out of line
+//!  CALL STAMEX_OVERFLOW_HANDLER               jmp  callee
+//! .L1: PUSH arg1 ... PUSH argn              .Lret:
+//!  CALL callee                              .LlaN_back:
+//!  ADD  ESP, args_size                        ; in `.subsection 1` (after all functions):
+//!  CMP  EBP, ESP                            .LlaN_ovf:  mov ecx, R ; mov edx, A
+//!  JNE  .L2                                             call stackrt_lookahead_overflow_cmm
+//!  CALL STAMEX_UNDERFLOW_HANDLER                        mov  dword ptr [esp + A - 4], offset .LlaN_unl
+//! .L2:                                                  jmp  callee        ; on the new chunk
+//!                                                     .LlaN_unl:           ; esp = ebp again
+//!                                                       mov  esp, dword ptr [ebp + 4]
 //!                                                       mov  ecx, dword ptr [ebp + 0]  ; T
 //!                                                       mov  dword ptr [ebp + 0], -1
 //!                                                       mov  ebp, dword ptr [ebp + 8]
@@ -43,6 +52,16 @@
 //!                                                       call stackrt_lookahead_reclaim
 //!                                                       jmp  .LlaN_back
 //! ```
+//!
+//! The overflow handler copies the `A` pushed bytes to the new chunk; the copy of the return
+//! address (the highest word) is replaced by the unlink's label, so the callee, returning
+//! through it, lands on the unlink, which restores the caller's SP (`prev_sp`, the SP before
+//! the pushes: what callee-cleanup's return leaves) and goes on at the caller's return label.
+//! The chunk's first frame thus returns by a jump predicted per call site, not by a `ret`
+//! that every underflow would mispredict. Measured with the thesis-size Unbalanced Binary
+//! Tree, one thread (2-core AMD EPYC under load, 2026-11-26, paired runs): 0.57x the
+//! `call`/`ret` sequences' time on x86-64 and 0.59x on i686, and 1.00x and 0.91x
+//! `callee-cleanup`'s.
 //!
 //! The semantics are the thesis's: overflow iff the reserve does not fit above the chunk's
 //! limit (`SP - R < limit + 16`, stackrt's `CHECK_SLACK` of 16 bytes leaves room for the
@@ -55,7 +74,7 @@
 //!   out-of-line path makes calls on a new chunk (a chunk is linked nowhere else), so that path
 //!   knows its call ends at the new chunk's header and unlinks it unconditionally; the common
 //!   path's call never changes chunks. Deep recursion, where every call is a checkpoint, pays
-//!   three instructions per call instead of five.
+//!   three instructions per call for the test and nothing for the underflow.
 //! * The underflow is inline and usually makes no call: `esp = prev_sp`, header word 0 = -1
 //!   (stackrt's `UNLINKED`: the runtime does the bookkeeping, cache and statistics, later),
 //!   `ebp = prev_header`. Any call made while a deep recursion unwinds costs the remaining
@@ -103,6 +122,38 @@
 //! path is the same inline underflow with its reclaim budget. C code preserves `ebp`/`rbp`, so
 //! the chunk register survives every C call.
 //!
+//! # C calls of green threads
+//!
+//! Under `--threads green` (the program carries `__cmm_threads`, see
+//! [`crate::lower::is_green_threads`]) a call to a C function other than the thread library's
+//! (`sthread_*`) does not run on the thread's chunk: after the arguments are in place (and the
+//! checkpoint's test, if the site is one) the printer's `call f` becomes
+//!
+//! ```text
+//!  i686                                   x86-64
+//!  mov  ecx, OFFSET f                     lea  r11, [rip + f]
+//!  mov  edx, A        ; stack arg bytes   mov  r10d, A
+//!  call stackrt_ccall                     call stackrt_ccall
+//! ```
+//!
+//! and the runtime's trampoline ([`super::ccall::CCALL_TRAMPOLINE`]) copies the `A` bytes of stack arguments
+//! to the worker's handler stack, calls `f` there and returns on the thread's stack with `f`'s
+//! results, as Go runs system calls and cgo on `g0`. So the call graph gives such a call
+//! [`callgraph::GREEN_CCALL_BUDGET`] (16 bytes) instead of the 8 KiB extern budget.
+//!
+//! Calls into the thread library may switch threads. They run on the handler stack too,
+//! through [`LIBCALL_STUB`] (`lea r11, [rip + sthread_f]; call stackrt_lookahead_libcall`,
+//! `mov ecx, OFFSET sthread_f` on i686), which makes the switch the library asks for itself,
+//! saving the thread's context on the thread's own stack, and repeats the call when the
+//! thread is resumed (Go's `mcall`). A thread parked in a mutex or a join thus holds its C--
+//! frames and the stub's words ([`callgraph::LIBCALL_BUDGET`], 128 bytes), not the library's
+//! frames. `sthread_exit`, which never returns, is called directly on the thread's stack
+//! ([`callgraph::THREAD_EXIT_BUDGET`]).
+//!
+//! The registers are free at both stubs' calls for the same reason the checkpoint's test needs
+//! none (see above); `al` of a variadic call on x86-64 is kept by the trampoline. Under OS
+//! threads a C call stays a plain `call` on the chunk, with the 8 KiB budget.
+//!
 //! # Frames larger than a chunk
 //!
 //! A reserve may exceed the standard chunk's capacity ([`callgraph::chunk_capacity`]) when a
@@ -143,18 +194,19 @@
 //! ```text
 //!  chunk k (older)                               chunk k+1 (linked at a checkpoint)
 //!  +---------------------------+ header k        +---------------------------+ header k+1 = ebp
-//!  | ...frames...              |                 | args of the checkpoint    |   (copied)
-//!  | caller's frame (S bytes)  |                 | return address            |
+//!  | ...frames...              |                 | return address: .LlaN_unl |   (copied,
+//!  | caller's frame (S bytes)  |                 | args of the checkpoint    |    replaced)
 //!  +---------------------------+ <- prev_sp      | callee's frame (S bytes)  |
 //!  | (free: was the pushed     |    of k+1       | ...deeper frames...       |
-//!  |  args, now copied)        |                 +---------------------------+ <- esp
+//!  |  return and args, copied) |                 +---------------------------+ <- esp
 //!  |  ... unused tail ...      |                 |  ... free ...             |
 //!  +---------------------------+ limit k         +---------------------------+ limit k+1
 //! ```
 //!
 //! `header k+1` holds `prev_sp` (the caller's SP before its pushes), `prev_header = header k`
-//! and the thread stack `T` (the native stack, where the handlers run their Rust code; the
-//! 32-bit word at `T` is the reclaim budget).
+//! and the thread stack `T` (above the thread's entry frames; the 32-bit word at `T` is the
+//! reclaim budget; the handlers run their Rust code on the OS thread's handler stack, see
+//! `stackrt::chunk::handler`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -163,7 +215,7 @@ use std::fmt::Write;
 use cranelift_codegen::ir::{ExternalName, InstructionData};
 use regalloc2::PReg;
 
-use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
+use super::{sub_sp, CallSite, CalleeCleanup, FrameInfo, Mechanism};
 use crate::callgraph::{
     self, CallGraphConfig, CallGraphInput, CallGraphPlan, ChunkHeaderLayout, FunctionNode,
 };
@@ -193,6 +245,11 @@ pub const OVERFLOW_HANDLER_CMM: &str = "stackrt_lookahead_overflow_cmm";
 /// unlinked, refills the budget and returns; it preserves every register but the scratch
 /// (`ecx` / `r11`) and the flags.
 pub const RECLAIM_HANDLER: &str = "stackrt_lookahead_reclaim";
+
+/// The runtime's thread-library stub of green threads: calls the thread-library function in
+/// the scratch register on the worker's handler stack, and makes the context switch the
+/// library asks for on the thread's own stack (see the module docs).
+pub const LIBCALL_STUB: &str = "stackrt_lookahead_libcall";
 
 /// Labels around the program's compiled code (every function and its out-of-line stubs;
 /// mirrors `stackrt::base::abi::CODE_BEGIN_SYMBOL` / `CODE_END_SYMBOL`). Between them the chunk
@@ -224,23 +281,22 @@ impl Mechanism for LookaheadBase {
         vec![regs::gpr(CHUNK_REGISTER)]
     }
     fn entry_arg_offset(&self, target: Target) -> u32 {
-        target.slot()
+        CalleeCleanup.entry_arg_offset(target)
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
         // Listing 3.11, line 1.
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
-        // Listing 3.11, lines 3-4.
-        add_sp(f.target, f.frame_size, out);
-        out.push_str("\tret\n");
+        // Callee-cleanup's (paper 4.2): the frame, the arguments and the return address go,
+        // and the return is a jump through the saved address.
+        CalleeCleanup.epilogue(f, out);
     }
-    fn call_prefix(&self, _c: &CallSite, _out: &mut String) -> u32 {
-        0
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        CalleeCleanup.call_prefix(c, out)
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
-        let _ = writeln!(out, "\tcall {}", c.callee);
-        add_sp(c.target, c.arg_bytes, out);
+        CalleeCleanup.call_suffix(c, out);
     }
 }
 
@@ -309,13 +365,24 @@ fn checkpoint_compare(t: Target, label: u32, reserve: u32, args: u32, out: &mut 
 /// call, and out of line the call on a new chunk, which is unlinked as soon as the call
 /// returns, so the common path needs no underflow test.
 fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
-    let (t, args) = (c.target, c.arg_bytes);
-    checkpoint_compare(t, label, reserve, args, out);
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, args, out);
-    overflow_stub(t, label, reserve, args, OVERFLOW_HANDLER_CMM, out);
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, args, out);
+    let t = c.target;
+    let r = regs_of(t);
+    // The return address and the arguments are pushed (callee-cleanup's order).
+    let pushed = c.arg_bytes + t.slot();
+    checkpoint_compare(t, label, reserve, pushed, out);
+    CalleeCleanup.call_suffix(c, out);
+    overflow_stub(t, label, reserve, pushed, OVERFLOW_HANDLER_CMM, out);
+    // On the new chunk the callee returns to the unlink, not to the caller: the copied return
+    // address (the highest pushed word) is replaced.
+    let _ = writeln!(
+        out,
+        "\tmov {} ptr [{} + {}], offset .Lla{label}_unl",
+        r.word,
+        r.sp,
+        pushed - t.slot()
+    );
+    let _ = writeln!(out, "\tjmp {}", c.callee);
+    let _ = writeln!(out, ".Lla{label}_unl:");
     unlink_chunk(t, label, out);
     out.push_str("\t.subsection 0\n");
 }
@@ -432,6 +499,8 @@ pub struct Lookahead {
     index: HashMap<String, usize>,
     plan: Option<Plan>,
     state: RefCell<State>,
+    /// The program runs green threads: C calls go through [`super::ccall::CCALL_TRAMPOLINE`].
+    green: bool,
 }
 
 impl Lookahead {
@@ -450,6 +519,7 @@ impl Lookahead {
                 sites: vec![Vec::new(); n],
                 ..State::default()
             }),
+            green: crate::lower::is_green_threads(p),
         }
     }
 
@@ -509,8 +579,8 @@ impl Mechanism for Lookahead {
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
         LookaheadBase.epilogue(f, out);
     }
-    fn call_prefix(&self, _c: &CallSite, _out: &mut String) -> u32 {
-        0
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        LookaheadBase.call_prefix(c, out)
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
         match self.next_site(c, false) {
@@ -527,12 +597,40 @@ impl Mechanism for Lookahead {
         }
         self.state.borrow_mut().pending = site;
     }
+    fn extern_call(&self, c: &CallSite, out: &mut String) {
+        if !self.green
+            || c.callee == callgraph::THREAD_EXIT
+            || c.callee.starts_with(crate::race::ENTRY_PREFIX)
+        {
+            let _ = writeln!(out, "\tcall {}", c.callee);
+        } else if c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX) {
+            green_libcall(c, out);
+        } else {
+            super::ccall::call_on_handler_stack(c, out);
+        }
+    }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
         let pending = self.state.borrow_mut().pending.take();
         if let Some((label, reserve)) = pending {
             checkpoint_return(c.target, label, reserve, c.arg_bytes, out);
         }
     }
+}
+
+/// A green thread's call into the thread library (see the module docs): through
+/// [`LIBCALL_STUB`] with the function in the scratch register; the (at most three) word
+/// arguments stay where the C ABI put them.
+fn green_libcall(c: &CallSite, out: &mut String) {
+    let r = regs_of(c.target);
+    match c.target {
+        Target::X86_64 => {
+            let _ = writeln!(out, "\tlea {}, [rip + {}]", r.scratch, c.callee);
+        }
+        Target::I686 => {
+            let _ = writeln!(out, "\tmov {}, OFFSET {}", r.scratch, c.callee);
+        }
+    }
+    let _ = writeln!(out, "\tcall {LIBCALL_STUB}\t# on the worker's stack");
 }
 
 fn emit_error(message: String) -> EmitError {
@@ -597,8 +695,16 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
             });
         }
         // The pushes of a checkpoint happen before its test, so they must fit in the room
-        // reserved for the caller: the analysis sees them as part of the caller's frame.
-        let pushes = calls.iter().map(|c| c.arg_bytes).max().unwrap_or(0);
+        // reserved for the caller: the analysis sees them as part of the caller's frame. A
+        // call to a C-- function pushes its return address first (callee-cleanup's order).
+        let pushes = calls
+            .iter()
+            .map(|c| match c.callee {
+                Callee::Function(_) => c.arg_bytes + target.slot(),
+                Callee::Extern(_) => c.arg_bytes,
+            })
+            .max()
+            .unwrap_or(0);
         functions.push(FunctionNode {
             name: f.name.clone(),
             frame: frame + pushes,
@@ -613,6 +719,13 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
     Ok((input, state))
 }
 
+/// The analysis' sizes for a program: green threads' C calls run on the worker's stack.
+fn plan_config(p: &LoweredProgram, target: Target, chunk_size: u32) -> CallGraphConfig {
+    let mut config = CallGraphConfig::new(chunk_size, target.slot());
+    config.green = crate::lower::is_green_threads(p);
+    config
+}
+
 /// The look-ahead plan of a program: checkpoints and reserves from the emission stage's frames
 /// (what `cmm compile --emit callgraph` prints).
 pub fn plan_program(
@@ -621,8 +734,10 @@ pub fn plan_program(
     chunk_size: u32,
 ) -> Result<CallGraphPlan, EmitError> {
     let (input, _) = first_pass(p, target)?;
-    let config = CallGraphConfig::new(chunk_size, target.slot());
-    Ok(callgraph::analyze(&input, &config))
+    Ok(callgraph::analyze(
+        &input,
+        &plan_config(p, target, chunk_size),
+    ))
 }
 
 /// Emits the whole program under `lookahead` (see [`crate::emit::emit_program`]): a first pass
@@ -636,8 +751,7 @@ pub fn emit_program(
     let target = opts.target;
     callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
     let (input, first) = first_pass(p, target)?;
-    let config = CallGraphConfig::new(chunk_size, target.slot());
-    let plan = callgraph::analyze(&input, &config);
+    let plan = callgraph::analyze(&input, &plan_config(p, target, chunk_size));
     let too_large = |what: &str, f: &str, bytes: u64| {
         emit_error(format!(
             "{what} of {bytes} bytes in `{f}` is over {MAX_IMM} bytes, the most a chunk can hold"
@@ -717,7 +831,7 @@ mod tests {
             target: t,
             callee: "cmm_f",
             arg_bytes,
-            return_label: "",
+            return_label: ".Lret",
         }
     }
 
@@ -733,21 +847,24 @@ mod tests {
     fn c_checkpoint_sequence_i686() {
         let mut s = String::new();
         checkpoint_call(&site(Target::I686, 8), 7, 100, &mut s);
-        // 100 - 8 + 16 = 108 below the SP after the pushes; limit is header word 3; prev_sp,
-        // prev_header and the thread stack are words 1, 2 and 0.
-        let want = "\tlea ecx, [esp - 108]\t# checkpoint: reserve 100\n\
+        // The return address and 8 bytes of arguments were pushed: 100 - 12 + 16 = 104 below
+        // the SP after the pushes; limit is header word 3; prev_sp, prev_header and the thread
+        // stack are words 1, 2 and 0. On the new chunk the copied return address, 8 bytes
+        // above the SP, becomes the unlink's.
+        let want = "\tlea ecx, [esp - 104]\t# checkpoint: reserve 100\n\
                     \tcmp ecx, dword ptr [ebp + 12]\t# chunk limit\n\
                     \tjb .Lla7_ovf\n\
-                    \tcall cmm_f\n\
-                    \tadd esp, 8\n\
+                    \tjmp cmm_f\n\
+                    .Lret:\n\
                     .Lla7_back:\n\
                     \t.subsection 1\n\
                     .Lla7_ovf:\n\
                     \tmov ecx, 100\n\
-                    \tmov edx, 8\n\
+                    \tmov edx, 12\n\
                     \tcall stackrt_lookahead_overflow_cmm\n\
-                    \tcall cmm_f\n\
-                    \tadd esp, 8\n\
+                    \tmov dword ptr [esp + 8], offset .Lla7_unl\n\
+                    \tjmp cmm_f\n\
+                    .Lla7_unl:\n\
                     \tmov esp, dword ptr [ebp + 4]\t# underflow: the caller's SP\n\
                     \tmov ecx, dword ptr [ebp + 0]\t# the thread stack\n\
                     \tmov dword ptr [ebp + 0], -1\t# chunk unlinked\n\
@@ -764,21 +881,22 @@ mod tests {
     fn c_checkpoint_sequence_x86_64() {
         let mut s = String::new();
         checkpoint_call(&site(Target::X86_64, 16), 0, 64, &mut s);
-        // Words are 8 bytes: limit at 24, prev_sp at 8, prev_header at 16; the budget at the
-        // thread stack stays a 32-bit word.
-        let want = "\tlea r11, [rsp - 64]\t# checkpoint: reserve 64\n\
+        // Words are 8 bytes: 24 bytes pushed, 64 - 24 + 16 = 56; limit at 24, prev_sp at 8,
+        // prev_header at 16; the budget at the thread stack stays a 32-bit word.
+        let want = "\tlea r11, [rsp - 56]\t# checkpoint: reserve 64\n\
                     \tcmp r11, qword ptr [rbp + 24]\t# chunk limit\n\
                     \tjb .Lla0_ovf\n\
-                    \tcall cmm_f\n\
-                    \tadd rsp, 16\n\
+                    \tjmp cmm_f\n\
+                    .Lret:\n\
                     .Lla0_back:\n\
                     \t.subsection 1\n\
                     .Lla0_ovf:\n\
                     \tmov r11d, 64\n\
-                    \tmov r10d, 16\n\
+                    \tmov r10d, 24\n\
                     \tcall stackrt_lookahead_overflow_cmm\n\
-                    \tcall cmm_f\n\
-                    \tadd rsp, 16\n\
+                    \tmov qword ptr [rsp + 16], offset .Lla0_unl\n\
+                    \tjmp cmm_f\n\
+                    .Lla0_unl:\n\
                     \tmov rsp, qword ptr [rbp + 8]\t# underflow: the caller's SP\n\
                     \tmov r11, qword ptr [rbp + 0]\t# the thread stack\n\
                     \tmov qword ptr [rbp + 0], -1\t# chunk unlinked\n\
@@ -925,7 +1043,7 @@ int main() { char big[40000]; big[0] = 1; return fill(big[0]) + big[0]; }
                 .iter()
                 .position(|l| l.ends_with(&format!("# checkpoint: reserve {}", call.reserve)))
                 .unwrap_or_else(|| panic!("{t:?}: no checkpoint with reserve {}", call.reserve));
-            assert_eq!(lines[at + 3], "\tcall cmm_fill", "{t:?}: {asm}");
+            assert_eq!(lines[at + 3], "\tjmp cmm_fill", "{t:?}: {asm}");
             // main's need word: its argument bytes (argc, argv) + its longest path.
             let need = 2 * t.slot() + mp.longest_path;
             assert!(need > cap);

@@ -59,15 +59,22 @@
 //! Calls to C functions (listings 3.18-3.19): the thesis pushes a return address and jumps to an
 //! extern trampoline that calls the C function and returns through that address (possibly the
 //! underflow stub), and does not keep the C ABI's 16-byte alignment. Here the call is the
-//! shared printer's ordinary C call (alignment padding, register arguments on x86-64), preceded
-//! by read probes down to the extern budget and followed by the underflow test the thesis's
-//! trampoline made implicit:
+//! shared printer's C call (alignment padding, register arguments on x86-64) made through the
+//! runtime's C-call trampoline, which runs the C function on the OS thread's handler stack
+//! (its native stack below the entry trampoline, or a green-thread worker's own;
+//! [`super::ccall`]), so the chunk needs room only for the pushed arguments and the
+//! trampoline's words: one read probe that far (at least 256 bytes, for the probe's 32-bit
+//! displacement), instead of probes down to an 8 KiB C budget (three cache lines and often a
+//! page far from the working set, on every call: 2.1x `traditional`'s time on a recursion
+//! calling `abs` at every level). The underflow test the thesis's trampoline made implicit
+//! stays, since the probe may move SP to a new chunk:
 //!
 //! ```text
 //!  mov  ebp, esp
-//!  test dword ptr [esp - 4096], esp            ; every 4096 bytes ...
-//!  test dword ptr [esp - E], esp               ; ... to E = budget + pushed bytes + slot
-//!  sub  esp, pad ; push args ; call f ; add esp, pad + args
+//!  test dword ptr [esp - E], esp               ; E = max(pushed bytes + 16, 256)
+//!  sub  esp, pad ; push args
+//!  mov  ecx, OFFSET f ; mov edx, pad + args ; call stackrt_ccall   ; f on the handler stack
+//!  add  esp, pad + args
 //!  cmp  esp, ebp                               ; the probe moved SP to a new chunk?
 //!  jne  .LmmuK_unf
 //! .LmmuK_back:
@@ -76,8 +83,10 @@
 //!              jmp stackrt_mmu_underflow(_reuse)              ; esp = the new chunk's header
 //! ```
 //!
-//! The C function runs with at least the extern budget below its SP (8 KiB, as for `lookahead`,
-//! see [`crate::callgraph::DEFAULT_EXTERN_BUDGET_64`]); C code preserves `ebp`/`rbp`.
+//! Calls into the thread library (`sthread_*`) may switch green threads, so they run on the
+//! thread's own stack as the thesis's C calls did: probes down to the extern budget (8 KiB,
+//! see [`crate::callgraph::DEFAULT_EXTERN_BUDGET_64`]) and a plain `call`. C code preserves
+//! `ebp`/`rbp`.
 //!
 //! # Stack of an `mmu` program (i686; x86-64 the same with 8-byte words)
 //!
@@ -107,7 +116,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use regalloc2::PReg;
 
 use super::{sub_sp, CallSite, FrameInfo, Mechanism};
-use crate::callgraph::{self, ChunkHeaderLayout};
+use crate::callgraph::ChunkHeaderLayout;
 use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::LoweredProgram;
 
@@ -226,6 +235,13 @@ impl Mechanism for Mmu {
             "\ttest dword ptr [{sp} - {distance}], esp\t# probe: C function's stack"
         );
     }
+    fn extern_call(&self, c: &CallSite, out: &mut String) {
+        if on_thread_stack(c) {
+            let _ = writeln!(out, "\tcall {}", c.callee);
+        } else {
+            super::ccall::call_on_handler_stack(c, out);
+        }
+    }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
         let t = c.target;
         let sp = t.sp();
@@ -244,6 +260,15 @@ impl Mechanism for Mmu {
         let _ = writeln!(out, "\tjmp {}", self.underflow_stub());
         out.push_str("\t.subsection 0\n");
     }
+}
+
+/// Whether a C call runs on the thread's own stack: the thread library's and the race
+/// detector's (`--race`), which may switch green threads (the handler stack is the worker's,
+/// used by the next thread).
+fn on_thread_stack(c: &CallSite) -> bool {
+    c.callee
+        .starts_with(crate::callgraph::THREAD_LIBRARY_PREFIX)
+        || c.callee.starts_with(crate::race::ENTRY_PREFIX)
 }
 
 fn name(reuse: bool) -> &'static str {
@@ -335,8 +360,18 @@ impl Mmu {
 
     /// The bytes a C function may use below the SP at its call: the extern budget, its pushed
     /// arguments and its return address.
+    /// How far below SP a C call's probe reaches: its pushed arguments and what the C-call
+    /// trampoline puts on the thread's stack (the C function itself runs on the handler stack,
+    /// [`super::ccall`]), and at least 256 bytes, so that the assembler encodes the probe with
+    /// the 32-bit displacement the runtime's fault handler recognizes ([`PROBE_TEST`]).
+    /// Calls into the thread library may switch green threads, so they run on the thread's
+    /// stack with the extern budget probed, as every C call used to.
     fn extern_distance(c: &CallSite) -> u32 {
-        callgraph::default_extern_budget(c.target.slot()) + c.arg_bytes + c.target.slot()
+        if on_thread_stack(c) {
+            crate::callgraph::default_extern_budget(c.target.slot()) + c.arg_bytes + c.target.slot()
+        } else {
+            (c.arg_bytes + super::ccall::CCALL_STACK).max(256)
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use regalloc2::PReg;
 use super::{MechKind, Target};
 
 mod callee_cleanup;
+pub mod ccall;
 pub mod heap;
 pub mod lookahead;
 pub mod mmu;
@@ -101,6 +102,11 @@ pub trait Mechanism {
     /// (`c.arg_bytes` = bytes pushed, alignment padding included; `c.return_label` is empty).
     /// Default: none.
     fn extern_call_check(&self, _c: &CallSite, _out: &mut String) {}
+    /// The transfer of control to a C function, once its arguments are in place and after
+    /// [`Mechanism::extern_call_check`] (`c.arg_bytes` as there). Default: `call callee`.
+    fn extern_call(&self, c: &CallSite, out: &mut String) {
+        let _ = writeln!(out, "\tcall {}", c.callee);
+    }
     /// Lines after a C function returned and its stack arguments were removed. Default: none.
     fn extern_call_return(&self, _c: &CallSite, _out: &mut String) {}
 }

@@ -32,7 +32,9 @@
 //! out-of-line call, before the switch only, and nothing after a switch in the same function
 //! touches a thread-local.
 
+mod after;
 mod idle;
+mod prepare;
 mod stats;
 
 pub use stats::GreenStats;
@@ -47,7 +49,7 @@ use super::det::{Det, Policy};
 use super::fixed_stacks::{StackCache, StackPool};
 use super::preempt::{self, Preemption};
 use super::queue::{RunQueues, Source};
-use super::stacks::{block_size, BlockCache, Blocks};
+use super::stacks::{BlockCache, Blocks};
 use crate::base::spin::RawSpin;
 use crate::chunk::poison;
 use crate::chunk::state::ChainState;
@@ -114,6 +116,12 @@ pub struct Green {
     race: *mut crate::race::RaceThread,
     join: RawSpin,
     join_state: UnsafeCell<JoinState>,
+    /// A thread-library call whose switch the library stub made (`lookahead`, see
+    /// [`lib_entry`]): where the repeated call goes on (0: from the start), a value it keeps
+    /// meanwhile, and the caller's errno.
+    lib_phase: Cell<u32>,
+    lib_value: Cell<usize>,
+    lib_errno: Cell<i32>,
 }
 
 // SAFETY: a Green is touched by one OS thread at a time: the worker running it (its scheduler
@@ -282,11 +290,11 @@ pub fn start(abi: u32) -> &'static Green {
     let slice = match preempt::configure(lookahead, det.is_some()) {
         Preemption::Off => None,
         Preemption::Deterministic => {
-            poison::set_checkpoint_hook(at_checkpoint);
+            poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
             None
         }
         Preemption::Slice(d) => {
-            poison::set_checkpoint_hook(at_checkpoint);
+            poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
             Some(d)
         }
     };
@@ -359,6 +367,9 @@ pub fn start(abi: u32) -> &'static Green {
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
     if heap {
         crate::mech::heap::enter_worker();
+    }
+    if chunked {
+        give_handler_stack();
     }
     let w0 = &s.workers[0];
     w0.register_os_thread();
@@ -447,6 +458,9 @@ impl Green {
                 finished: false,
                 joiner: core::ptr::null(),
             }),
+            lib_phase: Cell::new(0),
+            lib_value: Cell::new(0),
+            lib_errno: Cell::new(0),
         }
     }
 
@@ -459,6 +473,20 @@ impl Green {
     pub fn race(&self) -> *mut crate::race::RaceThread {
         self.race
     }
+}
+
+/// Gives the calling worker OS thread a handler stack of its own (the chunked mechanisms, see
+/// `crate::chunk::handler`): the chunk handlers and every C call of its green threads run
+/// there (under `lookahead` the thread library's too), so a green thread's stack holds only
+/// its C-- frames. It lives as long as the process.
+fn give_handler_stack() {
+    let stack = Stack::new(crate::chunk::handler::MIN_HANDLER_STACK).unwrap_or_else(|e| {
+        fail(&format!(
+            "stackrt: cannot map a worker's handler stack: {e}"
+        ))
+    });
+    crate::chunk::handler::set_worker_stack(stack.top() & !15);
+    core::mem::forget(stack);
 }
 
 extern "C" fn worker0_entry(_: usize) -> ! {
@@ -474,6 +502,9 @@ fn worker_os_thread(i: usize) {
     crate::signals::thread_setup(crate::base::abi::is_fixed_stack_abi(s.abi), false);
     if s.chunked {
         crate::chunk::global::set_worker();
+    }
+    if s.chunked {
+        give_handler_stack();
     }
     if s.heap {
         crate::mech::heap::enter_worker();
@@ -598,126 +629,6 @@ impl Sched {
         // that switched back is the worker's current thread.
         self.after_switch(w, w.current.get());
     }
-
-    /// Gives a thread that runs for the first time its stack and initial context.
-    fn prepare(&self, w: &Worker, g: &Green) {
-        let top = if self.chunked {
-            // SAFETY: the entry of a C-- function of this program (`sthread_create`'s
-            // contract) is preceded by its u32 stack need (the emission stage's layout).
-            let need = unsafe { core::ptr::read_unaligned((g.fp - 8) as *const u32) } as usize;
-            let size = block_size(if self.first_chunk_in_block { need } else { 0 });
-            // SAFETY: the worker's own cache, touched only on its OS thread.
-            let cache = unsafe { &mut *w.blocks.get() };
-            let b = self.blocks.take(cache, size).unwrap_or_else(|e| {
-                fail(&format!(
-                    "stackrt: cannot map a stack for green thread {}: {e}",
-                    g.handle
-                ))
-            });
-            // SAFETY: the thread is not running; its stack slot is the worker's to set.
-            unsafe { *g.stack.get() = GreenStack::Block(b, size) };
-            if self.first_chunk_in_block {
-                crate::chunk::global::offer_first_chunk(b);
-            }
-            b + size
-        } else {
-            let size = if self.heap {
-                // The C stack of C calls; frames are heap blocks.
-                crate::mech::lookahead::NATIVE_THREAD_STACK
-            } else if g.stack_request > 0 {
-                g.stack_request as usize
-            } else {
-                DEFAULT_FIXED_STACK
-            };
-            // SAFETY: the worker's own cache, touched only on its OS thread.
-            let cache = unsafe { &mut *w.fixed.get() };
-            let stack = self.fixed.take(cache, size).unwrap_or_else(|e| {
-                let why = if e == nix::Error::ENOMEM {
-                    " (out of memory, or of the kernel's memory mappings: each fixed stack \
-                     with its guard page takes two of vm.max_map_count; --mech lookahead \
-                     needs none per thread)"
-                } else {
-                    ""
-                };
-                fail(&format!(
-                    "sthread_create: cannot map a stack of {size} bytes for green thread {}: \
-                     {e}{why}",
-                    g.handle
-                ))
-            });
-            let top = stack.top();
-            // SAFETY: as above.
-            unsafe { *g.stack.get() = GreenStack::Fixed(stack) };
-            top
-        };
-        // SAFETY: `top` is the top of the fresh stack just given to the thread.
-        unsafe { *g.sp.get() = context::init(top, green_entry, g as *const Green as usize) };
-        g.started.set(true);
-    }
-
-    /// The worker's side of a switch back from `g`: swaps its chain out and does what it
-    /// asked for.
-    fn after_switch(&self, w: &Worker, g: *const Green) {
-        // SAFETY: `g` just switched back to this worker and is not queued anywhere.
-        let gr = unsafe { &*g };
-        w.bump_tick(1);
-        let after = w.after.replace(After::None);
-        if self.chunked {
-            if after == After::Exit {
-                crate::chunk::global::exit_chain_if_active();
-            }
-            // SAFETY: the thread is switched out: nothing else uses its chain state.
-            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
-        }
-        if self.heap {
-            if after == After::Exit {
-                crate::mech::heap::exit_green_thread();
-            }
-            // SAFETY: as above, for its heap state.
-            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap.get() });
-        }
-        w.current.set(core::ptr::null());
-        match after {
-            After::Yield => self.requeue(w.index, g),
-            After::Park(lock) => {
-                // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
-                // releasing it lets wakers see the thread, whose context is saved now.
-                unsafe { (*lock).unlock() }
-            }
-            After::Exit => self.finish(w, gr),
-            After::None => fail("stackrt: a green thread switched back without a reason"),
-        }
-    }
-
-    /// A thread ended: its stack goes back and its joiner wakes.
-    fn finish(&self, w: &Worker, g: &Green) {
-        // SAFETY: the thread ended; nothing runs on its stack any more.
-        match core::mem::replace(unsafe { &mut *g.stack.get() }, GreenStack::None) {
-            GreenStack::Block(b, size) => {
-                // SAFETY: the worker's own cache.
-                self.blocks.give(unsafe { &mut *w.blocks.get() }, size, b);
-            }
-            // SAFETY: the worker's own cache.
-            GreenStack::Fixed(stack) => self.fixed.give(unsafe { &mut *w.fixed.get() }, stack),
-            GreenStack::Native(_) | GreenStack::None => {}
-        }
-        g.join.lock();
-        // SAFETY: join_state is accessed under `join`.
-        let joiner = unsafe {
-            let st = &mut *g.join_state.get();
-            st.finished = true;
-            core::mem::replace(&mut st.joiner, core::ptr::null())
-        };
-        g.join.unlock();
-        if !joiner.is_null() {
-            self.push(w.index, joiner, true);
-        }
-        if self.alive.fetch_sub(1, AcqRel) == 1 {
-            // Every thread has ended (`main` with sthread_exit): the program is done.
-            // SAFETY: exit runs the atexit handlers and ends the process.
-            unsafe { libc::exit(0) };
-        }
-    }
 }
 
 /// The stack pointer a new context starts with: the thread's entry. Runs on the green stack.
@@ -728,7 +639,7 @@ extern "C" fn green_entry(g: usize) -> ! {
     let r = run_body(gr);
     // SAFETY: only this thread writes its result, before it ends.
     unsafe { *gr.result.get() = r };
-    switch_out(After::Exit);
+    let _ = switch_out(After::Exit, 0);
     unreachable!("an ended green thread was resumed")
 }
 
@@ -755,10 +666,47 @@ fn run_body(g: &Green) -> usize {
     }
 }
 
+/// What a function that may switch threads did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Switched {
+    /// Nothing to switch to, or the switch happened and the thread runs again.
+    Done,
+    /// The running code is a thread-library call on the handler stack: the switch is left to
+    /// the library stub, which repeats the call with `phase` when the thread resumes (see
+    /// [`lib_entry`]); the caller must return at once.
+    Deferred,
+}
+
+/// Switches the running thread `g`'s context (saved into `save`) to `load`, or, when the
+/// running code is a thread-library call on the worker's handler stack, leaves that to the
+/// library stub (`crate::chunk::handler::defer_switch`) with `phase` for the call's repetition.
+///
+/// # Safety
+/// `save` is the running thread's saved-SP slot and `load` a suspended context, as for
+/// `context::switch`.
+#[inline(always)]
+unsafe fn switch_context(g: &Green, load: usize, phase: u32) -> Switched {
+    let here = 0u8;
+    let sp = core::hint::black_box(core::ptr::addr_of!(here)) as usize;
+    if crate::chunk::handler::on_worker_handler_stack(sp) {
+        g.lib_phase.set(phase);
+        // SAFETY: we run under the library stub (the only way a green thread runs library
+        // code on the handler stack) and return to it at once.
+        unsafe { crate::chunk::handler::defer_switch(g.sp.get(), load) };
+        return Switched::Deferred;
+    }
+    // SAFETY: the caller's guarantee.
+    unsafe { context::switch(g.sp.get(), load) };
+    complete_switch();
+    Switched::Done
+}
+
 /// Switches from the running green thread to its worker's scheduler, which does `after`.
-/// Returns when the thread is resumed, possibly on another worker.
+/// Returns when the thread is resumed, possibly on another worker, or at once if the switch
+/// is deferred to the library stub ([`switch_context`]).
 #[inline(never)]
-fn switch_out(after: After) {
+fn switch_out(after: After, phase: u32) -> Switched {
     if poison::hooked() {
         poison::disarm();
     }
@@ -767,8 +715,36 @@ fn switch_out(after: After) {
     w.after.set(after);
     // SAFETY: `g` is the running thread (its record outlives its run); the scheduler context's
     // saved stack pointer is valid while one of its threads runs.
-    unsafe { context::switch((*g).sp.get(), *w.sched_sp.get()) };
+    unsafe { switch_context(&*g, *w.sched_sp.get(), phase) }
+}
+
+/// A thread-library function's start (`crate::threads`): 0 for a fresh call, with the
+/// caller's errno kept; for the library stub's repetition of a call whose switch it made
+/// (the thread runs again), completes that switch and returns the phase the call gave, with
+/// the errno of the fresh call kept.
+pub fn lib_entry() -> (u32, crate::base::os::KeptErrno) {
+    let g = current();
+    if !crate::chunk::handler::take_resumed() {
+        let kept = crate::base::os::KeptErrno::new();
+        g.lib_errno.set(kept.value());
+        return (0, kept);
+    }
     complete_switch();
+    let g = current();
+    (
+        g.lib_phase.replace(0),
+        crate::base::os::KeptErrno::with(g.lib_errno.get()),
+    )
+}
+
+/// A value a thread-library call keeps across its deferred switch ([`lib_entry`]).
+pub fn set_lib_value(v: usize) {
+    current().lib_value.set(v);
+}
+
+/// See [`set_lib_value`].
+pub fn lib_value() -> usize {
+    current().lib_value.get()
 }
 
 /// Run by a thread right after it resumed: if another thread switched to it directly
@@ -788,13 +764,13 @@ fn complete_switch() {
 /// the back of the queue once its context is saved. With nothing else queued here it simply
 /// continues (the other workers serve their own queues).
 #[inline(never)]
-fn yield_direct(s: &Sched) {
+fn yield_direct(s: &Sched, phase: u32) -> Switched {
     if poison::hooked() {
         poison::disarm();
     }
     let w = this_worker();
     let Some(GreenPtr(next)) = s.queues.pop_own(w.index) else {
-        return;
+        return Switched::Done;
     };
     let cur = w.current.get();
     // SAFETY: `next` was queued, so it is alive and switched out, and now this worker's; `cur`
@@ -806,6 +782,20 @@ fn yield_direct(s: &Sched) {
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
         unsafe { crate::chunk::global::switch_chain(&mut *cr.chain.get(), &*nx.chain.get()) };
+        // SAFETY: `cur`'s chain state was just saved.
+        if s.first_chunk_in_block && unsafe { (*cr.chain.get()).outgrown() } {
+            // As `after_switch` does for a thread that switched out through the scheduler;
+            // here the stack pointer is this frame's, or the library stub's.
+            let here = 0u8;
+            let mut sp = core::hint::black_box(core::ptr::addr_of!(here)) as usize;
+            if crate::chunk::handler::on_worker_handler_stack(sp) {
+                sp = crate::chunk::handler::stub_caller_sp();
+            }
+            // SAFETY: `cur`'s chain state was just saved; this runs on its stack.
+            if let Some(used) = unsafe { (*cr.chain.get()).outgrown_use(sp) } {
+                super::sizing::learn(cr.fp, used);
+            }
+        }
     }
     if s.heap {
         // SAFETY: as above, for their heap states.
@@ -820,8 +810,7 @@ fn yield_direct(s: &Sched) {
     w.pending.set(cur);
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
     // outlives its run.
-    unsafe { context::switch(cr.sp.get(), *nx.sp.get()) };
-    complete_switch();
+    unsafe { switch_context(cr, *nx.sp.get(), phase) }
 }
 
 /// Creates a green thread running `fp(arg)` with race detector state `race` (null without
@@ -848,37 +837,45 @@ pub fn create(
 }
 
 /// `sthread_yield` under green threads: lets the worker run the other runnable threads first.
-pub fn yield_now() {
+/// `phase`: see [`Switched::Deferred`].
+pub fn yield_now(phase: u32) -> Switched {
     if let Some(d) = &sched().det {
         let handle = current().handle;
         lock_det(d).yielded(handle);
-        switch_out(After::Yield);
-        return;
+        return switch_out(After::Yield, phase);
     }
-    yield_direct(sched());
+    yield_direct(sched(), phase)
 }
 
 /// The chunk runtime's checkpoint hook (`crate::chunk::poison`): a checkpoint entered the
-/// runtime (an overflow or a reclaim). Yields if the thread was asked to (its limit was
-/// poisoned), and in the deterministic mode lets the seed decide. Returns when the thread runs
-/// again, possibly on another worker: the caller finds its thread-locals afresh, out of line.
+/// runtime's overflow. Runs on the worker's handler stack, so it never switches: it answers
+/// whether the thread should yield (it was asked to: its limit was poisoned; or the
+/// deterministic mode lets the seed decide), and [`checkpoint_switch`] then runs on the
+/// thread's own new chunk.
 #[inline(never)]
-fn at_checkpoint() {
+fn at_checkpoint() -> bool {
     if poison::disarm() {
         // Under memory pressure a preempted thread would keep its chunks while others grow:
         // the running one goes on, to finish and give them back (as only as many OS threads
         // as CPUs may grow then).
-        if !crate::chunk::global::under_memory_pressure() {
-            // Compiled code was interrupted between any two instructions: its errno must be
-            // the same when it resumes, on whichever worker.
-            let _kept = crate::base::os::KeptErrno::new();
-            preempt_current();
-        }
-    } else if sched().det.is_some() {
-        // A decision of the deterministic mode (the same as `det_point`); errno kept as above.
-        // Only there: in the other modes this path runs at every overflow and switches nothing.
-        let _kept = crate::base::os::KeptErrno::new();
-        switch_out(After::Yield);
+        !crate::chunk::global::under_memory_pressure()
+    } else {
+        // A decision of the deterministic mode (the same as `det_point`). Only there: in the
+        // other modes this path runs at every overflow and switches nothing.
+        sched().det.is_some()
+    }
+}
+
+/// The switch [`at_checkpoint`] asked for, on the thread's own stack (the chunk the overflow
+/// linked). Compiled code was interrupted between any two instructions: its errno must be the
+/// same when it resumes, on whichever worker.
+fn checkpoint_switch() {
+    let _kept = crate::base::os::KeptErrno::new();
+    // On the thread's chunk, not the handler stack: the switches happen here.
+    if sched().det.is_some() {
+        let _ = switch_out(After::Yield, 0);
+    } else {
+        preempt_current();
     }
 }
 
@@ -889,7 +886,7 @@ fn preempt_current() {
     if s.count_stats {
         s.stats.preemptions.fetch_add(1, Relaxed);
     }
-    yield_now();
+    let _ = yield_now(0);
 }
 
 /// The race detector's decision hook (deterministic mode, `--race`): the running thread is
@@ -897,15 +894,17 @@ fn preempt_current() {
 /// first. Compiled code called the detector between any two instructions: errno is kept.
 fn race_decision() {
     let _kept = crate::base::os::KeptErrno::new();
-    det_point();
+    let _ = det_point(0);
 }
 
 /// A scheduling point of the deterministic mode (create, lock, unlock, join): the running
-/// thread yields, so the seed decides who runs next. Nothing in the other modes.
-pub fn det_point() {
+/// thread yields, so the seed decides who runs next. Nothing in the other modes. `phase`: see
+/// [`Switched::Deferred`].
+pub fn det_point(phase: u32) -> Switched {
     if sched().det.is_some() {
-        switch_out(After::Yield);
+        return switch_out(After::Yield, phase);
     }
+    Switched::Done
 }
 
 fn lock_det(d: &Mutex<Det<GreenPtr>>) -> std::sync::MutexGuard<'_, Det<GreenPtr>> {
@@ -923,12 +922,12 @@ extern "C" fn flush_trace_at_exit() {
 ///
 /// # Safety
 /// The caller holds `lock`, and the thread is registered where a waker will find it.
-pub unsafe fn park(lock: &RawSpin) {
+pub unsafe fn park(lock: &RawSpin, phase: u32) -> Switched {
     let s = sched();
     if s.count_stats {
         s.stats.parks.fetch_add(1, Relaxed);
     }
-    switch_out(After::Park(lock));
+    switch_out(After::Park(lock), phase)
 }
 
 /// Makes a parked thread runnable: it runs next on the calling worker.
@@ -944,16 +943,19 @@ pub fn exit_current(result: usize) -> ! {
     let g = current();
     // SAFETY: only this thread writes its result.
     unsafe { *g.result.get() = result };
-    switch_out(After::Exit);
+    // `sthread_exit` is called on the thread's own stack, never through the library stub.
+    let _ = switch_out(After::Exit, 0);
     unreachable!("an ended green thread was resumed")
 }
 
-/// Waits for `g` to end and returns its result; frees its record.
+/// Waits for `g` to end and returns its result (`Ok`); frees its record. `Err(Deferred)`:
+/// the wait is left to the library stub (see [`Switched::Deferred`]), and the call repeated
+/// with `phase` gets the result from [`join_result`].
 ///
 /// # Safety
 /// `g` comes from [`create`], is joined once (the handle table's guarantee), and is not the
 /// calling thread.
-pub unsafe fn join(g: *const Green) -> usize {
+pub unsafe fn join(g: *const Green, phase: u32) -> Result<usize, Switched> {
     // SAFETY: alive until this join frees it.
     let gr = unsafe { &*g };
     gr.join.lock();
@@ -965,12 +967,23 @@ pub unsafe fn join(g: *const Green) -> usize {
         st.joiner = current();
         // SAFETY: `join` is held and the thread is registered as the joiner, which `finish`
         // wakes once.
-        unsafe { park(&gr.join) };
+        if unsafe { park(&gr.join, phase) } == Switched::Deferred {
+            return Err(Switched::Deferred);
+        }
     }
-    // SAFETY: the thread ended (its finish happened before the wake, or was seen under the
-    // lock): its result is final and nothing else refers to the record.
+    // SAFETY: as `join_result` requires: `g` ended.
+    Ok(unsafe { join_result(g) })
+}
+
+/// The result of `g`, which ended and was joined by the caller ([`join`]); frees its record.
+///
+/// # Safety
+/// `g` ended (its finish happened before the joiner's wake, or was seen under its lock) and
+/// nothing else refers to it.
+pub unsafe fn join_result(g: *const Green) -> usize {
+    // SAFETY: the caller's guarantee: the result is final and the record is the caller's.
     unsafe {
-        let r = *gr.result.get();
+        let r = *(*g).result.get();
         drop(Box::from_raw(g.cast_mut()));
         r
     }

@@ -1,8 +1,11 @@
 //! i686 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
-//! (listing 3.13's role) and the overflow handler (listing 3.14). They switch to the thread's
-//! native stack (header word 0, like the thesis's `MOV ESP, [EBP]`) and call the chunk
-//! runtime's Rust entry points (`crate::chunk::global`, cdecl) with `esp` 16-byte aligned,
-//! instead of `malloc`. The underflow (listing 3.15) has no handler: the emitted code unlinks
+//! (listing 3.13's role), the overflow handler (listing 3.14), the reclaim handler, the
+//! pending switch and the thread-library stub of green threads. They switch to the OS thread's
+//! handler stack (`crate::chunk::handler`: the thread's native stack, or a green-thread
+//! worker's own; its top is the TLS word `gs:[stackrt_chunk_tls@ntpoff]`), where the thesis's
+//! `MOV ESP, [EBP]` goes to the thread's own native stack, and call the chunk runtime's Rust
+//! entry points (`crate::chunk::global`, cdecl) with `esp` 16-byte aligned, instead of
+//! `malloc`. The underflow (listing 3.15) has no handler: the emitted code unlinks
 //! the chunk inline and marks it (`crate::chunk::UNLINKED`); the runtime gives it back later,
 //! at the latest when the reclaim budget runs out and the code calls the reclaim handler.
 //!
@@ -17,23 +20,26 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
-// back. Preserves ebp ebx esi edi.
+// back. Preserves ebp ebx esi edi. The call is callee-cleanup's (the return address pushed
+// before the arguments, a jump; the callee pops both and jumps back).
 //
 //   native stack                              first chunk
 //   | nargs a1 a0 fp    | X + 20 ..           +-----------------------+ H = ebp = header
-//   | return address    | X + 16              | a1 (if nargs = 2)     |
-//   | ebp ebx esi edi   | 16 bytes            | a0 (if nargs >= 1)    |
-//   +-------------------+ X                   | return address        |
+//   | return address    | X + 16              | return address        |
+//   | ebp ebx esi edi   | 16 bytes            | a1 (if nargs = 2)     |
+//   +-------------------+ X                   | a0 (if nargs >= 1)    |
 //   | (alignment)       |                     | frame of fp ...       |
 //   | X                 | T + 12              v                       v
 //   | (unused)          | T + 4 .. T + 8
 //   | reclaim budget    | T + 0 (u32)
 //   +-------------------+ T = thread stack (16-byte aligned): header word 0
-//   | need, T           | cdecl arguments of stackrt_chunk_thread_enter (T - 16 ..)
-//   | handlers' save areas and Rust frames (below T, only while a handler runs)
+//   | (an OS thread: the handler stack, whose frames grow down from T while a handler runs;
+//   |  a green thread: its first chunk's header right below T)
 //
-// When `fp` returns, every chunk switch has been undone (each checkpoint unlinks its chunk),
-// so ebp = H again and [ebp] = T finds the native stack.
+// The calls into the runtime (need and T their cdecl arguments) run on the handler stack, or
+// on T when the OS thread has none yet (its enter makes T the handler stack). When `fp`
+// returns, every chunk switch has been undone (each checkpoint unlinks its chunk), so ebp = H
+// again and [ebp] = T finds X.
 global_asm!(
     ".text",
     ".globl stackrt_enter_lookahead",
@@ -49,6 +55,11 @@ global_asm!(
     "sub $16, %esp",
     "mov %ebx, 12(%esp)",
     "mov %esp, %eax",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "test %ecx, %ecx",
+    "jz .Lla_enter_here32",
+    "mov %ecx, %esp",
+    ".Lla_enter_here32:",
     "sub $16, %esp",
     "mov %eax, (%esp)",
     "mov 20(%ebx), %eax",
@@ -57,6 +68,11 @@ global_asm!(
     "call {enter}",
     "mov %eax, %ebp",
     "mov %eax, %esp",
+    // The `call` pushes the return address (to the `jmp` after it) first, callee-cleanup's
+    // order, without an absolute relocation.
+    "call .Lla_push_args32",
+    "jmp .Lla_entered32",
+    ".Lla_push_args32:",
     "mov 32(%ebx), %ecx",
     "cmp $2, %ecx",
     "jb .Lla_one32",
@@ -66,13 +82,17 @@ global_asm!(
     "jb .Lla_none32",
     "push 24(%ebx)",
     ".Lla_none32:",
-    "call *20(%ebx)",
+    "jmp *20(%ebx)",
+    ".Lla_entered32:",
     "mov (%ebp), %esp",
     "mov %eax, %esi",
+    "mov %esp, %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $16, %esp",
     "call {exit}",
+    "mov %edi, %esp",
     "mov %esi, %eax",
-    "mov 28(%esp), %esp",
+    "mov 12(%esp), %esp",
     "pop %edi",
     "pop %esi",
     "pop %ebx",
@@ -95,15 +115,18 @@ global_asm!(
 // Preserved: ebx esi edi, xmm registers are not touched by the copy (Rust may clobber them;
 //      none is live before a call).
 //
-//   old chunk                       native stack (T = [ebp])         new chunk
-//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+// If the checkpoint hook asked for a switch (`crate::chunk::handler`), the handler jumps to
+// stackrt_lookahead_switch instead of returning, once esp is on the new chunk.
+//
+//   old chunk                       handler stack (top S)            new chunk
+//   | caller frame     | caller_sp  +------------------+ S          +------------------+ H'
 //   | args (A bytes)   |            | (unused)         | +24        | args (copied)    |
 //   | ret into stub    | <- esp     | A                | +20        | ret into stub    |
 //   |                  |            | old esp          | +16        +------------------+ <- esp
 //   |                  |            | (pad)            | +12
 //   |                  |            | reserve R        | +8   cdecl arguments of
 //   |                  |            | caller_sp        | +4   stackrt_chunk_overflow
-//   |                  |            | cur header       | +0 <- esp at the call (T - 32)
+//   |                  |            | cur header       | +0 <- esp at the call (S - 32)
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_overflow",
@@ -116,7 +139,7 @@ global_asm!(
     ".type stackrt_lookahead_overflow_cmm, @function",
     "stackrt_lookahead_overflow_cmm:",
     "mov %esp, %eax",
-    "mov (%ebp), %esp",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $32, %esp",
     "mov %eax, 16(%esp)",
     "mov %edx, 20(%esp)",
@@ -136,6 +159,8 @@ global_asm!(
     "mov (%ecx,%edx), %eax",
     "mov %eax, (%esp,%edx)",
     "jnz .Lla_copy32",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+4",
+    "jne stackrt_lookahead_switch",
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
@@ -149,13 +174,13 @@ global_asm!(
 // Out: every register as on entry but ecx and the flags (eax, edx, xmm0-7 preserved); the
 //      budget at [T] refilled.
 //
-//   chunk (caller)                native stack (T = [ebp])
-//   | caller frame    |           +------------------+ T (budget word at T + 0)
+//   chunk (caller)                handler stack (top S)
+//   | caller frame    |           +------------------+ S
 //   | ret into code   | <- esp    | xmm0..xmm7       | +32..+160
 //   |                 |           | old esp          | +24
 //   |                 |           | edx              | +20
 //   |                 |           | eax              | +16
-//   |                 |           | (pad) cur header | +0 <- esp at the call (T - 160)
+//   |                 |           | (pad) cur header | +0 <- esp at the call (S - 160)
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_reclaim",
@@ -163,7 +188,7 @@ global_asm!(
     ".p2align 4",
     "stackrt_lookahead_reclaim:",
     "mov %esp, %ecx",
-    "mov (%ebp), %esp",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $160, %esp",
     "mov %eax, 16(%esp)",
     "mov %edx, 20(%esp)",
@@ -192,5 +217,113 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_reclaim, .-stackrt_lookahead_reclaim",
     reclaim = sym crate::chunk::stackrt_chunk_reclaim,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_switch: the end of an overflow whose checkpoint hook asked for a switch
+// (a preemption, a decision of the deterministic scheduler). Jumped to by the overflow
+// handler instead of its `ret`, with esp already on the new chunk, which has
+// `crate::chunk::handler::SWITCH_ROOM` bytes to spare for this.
+//
+// In:  esp = the new chunk's SP ([esp] = return address into the stub).
+// Out: returns into the stub, perhaps on another OS thread; ebx esi edi ebp kept, eax ecx edx
+//      and the flags clobbered (dead at a checkpoint: i686 calls pass nothing in registers).
+//
+//   new chunk
+//   | args (copied)    |
+//   | ret into stub    | <- esp on entry
+//   | (alignment)      |
+//   | (pad)            |
+//   | old esp          | +0 <- esp at the call (16-byte aligned)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_switch",
+    ".type stackrt_lookahead_switch, @function",
+    ".p2align 4",
+    "stackrt_lookahead_switch:",
+    "mov %esp, %ecx",
+    "and $-16, %esp",
+    "sub $16, %esp",
+    "mov %ecx, (%esp)",
+    "call {pending}",
+    "mov (%esp), %esp",
+    "ret",
+    ".size stackrt_lookahead_switch, .-stackrt_lookahead_switch",
+    pending = sym crate::chunk::handler::stackrt_chunk_pending_switch,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_libcall: a green thread's call into the thread library (`sthread_*` but
+// `sthread_exit`), made on the OS thread's handler stack like a C call, so that a thread that
+// parks or yields there holds only this stub's words on its own stack (Go's `mcall`). When
+// the library wants to switch, it does not switch on the handler stack (another thread uses
+// it next): it leaves the switch to this stub (`crate::chunk::handler::defer_switch`: the TLS
+// words lib_save, lib_load) and returns; the stub then saves the thread's context on the
+// thread's stack in the green switch's format (`crate::green::arch`: ebp ebx esi edi
+// pushed, esp stored in *lib_save) and resumes lib_load. When the thread is resumed, perhaps
+// on another OS thread, the stub makes the same call again with the TLS word `resumed` set;
+// the library then finishes what it had started (`crate::threads`).
+//
+// In:  ecx = the library function, [esp] = return address into compiled code, [esp + 4 ..
+//      esp + 16) = its (at most three) word arguments (cdecl).
+// Out: the function's result in eax; ebx esi edi ebp kept; ecx edx clobbered. The thread's
+//      stack gets 40 bytes below the return address.
+//
+//   thread's stack                     handler stack (top S)
+//   | a2 a1 a0         | +28 +24 +20   +------------------+ S
+//   | ret into code    | +16           | thread's esp     | S - 16
+//   | a2 a1 a0 (copy)  | +12 +8 +4     | a2 a1 a0         | S - 24 .. S - 32
+//   | function (ecx)   | <- esp (+0)   +------------------+ <- esp at the call (S - 32)
+//   | ret into stub    |  \
+//   | ebp ebx esi edi  |  / a deferred switch's saved context (esp stored in *lib_save)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_libcall",
+    ".type stackrt_lookahead_libcall, @function",
+    ".p2align 4",
+    "stackrt_lookahead_libcall:",
+    "push 12(%esp)",
+    "push 12(%esp)",
+    "push 12(%esp)",
+    "push %ecx",
+    ".Lla_lib_call32:",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %eax",
+    "mov %esp, -16(%eax)",
+    "mov 4(%esp), %edx",
+    "mov %edx, -32(%eax)",
+    "mov 8(%esp), %edx",
+    "mov %edx, -28(%eax)",
+    "mov 12(%esp), %edx",
+    "mov %edx, -24(%eax)",
+    "mov (%esp), %ecx",
+    "lea -32(%eax), %esp",
+    "call *%ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "mov -16(%ecx), %esp",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "jne .Lla_lib_switch32",
+    "add $16, %esp",
+    "ret",
+    ".Lla_lib_switch32:",
+    "call .Lla_lib_save32",
+    "movl $1, %gs:stackrt_chunk_tls@ntpoff+20",
+    "jmp .Lla_lib_call32",
+    // The switch: the green switch's frame, then the other context's.
+    ".Lla_lib_save32:",
+    "push %ebp",
+    "push %ebx",
+    "push %esi",
+    "push %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff+12, %ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff+16, %edx",
+    "movl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "mov %esp, (%ecx)",
+    "mov %edx, %esp",
+    "pop %edi",
+    "pop %esi",
+    "pop %ebx",
+    "pop %ebp",
+    "ret",
+    ".size stackrt_lookahead_libcall, .-stackrt_lookahead_libcall",
     options(att_syntax)
 );

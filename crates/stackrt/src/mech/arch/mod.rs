@@ -5,6 +5,8 @@
 #[cfg(target_arch = "x86")]
 mod i686;
 #[cfg(target_arch = "x86")]
+mod i686_ccall;
+#[cfg(target_arch = "x86")]
 mod i686_heap;
 #[cfg(target_arch = "x86")]
 mod i686_lookahead;
@@ -12,6 +14,8 @@ mod i686_lookahead;
 mod i686_mmu;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
+#[cfg(target_arch = "x86_64")]
+mod x86_64_ccall;
 #[cfg(target_arch = "x86_64")]
 mod x86_64_heap;
 #[cfg(target_arch = "x86_64")]

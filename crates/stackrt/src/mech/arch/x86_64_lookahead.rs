@@ -1,7 +1,11 @@
 //! x86-64 assembly of the `lookahead` mechanism (ABI 3, thesis 3.4.3): the entry trampoline
-//! (listing 3.13's role) and the overflow handler (listing 3.14). They switch to the thread's
-//! native stack (header word 0) and call the chunk runtime's Rust entry points
-//! (`crate::chunk::global`) with `rsp` 16-byte aligned. The underflow (listing 3.15) has no
+//! (listing 3.13's role), the overflow handler (listing 3.14), the reclaim handler, the
+//! pending switch and the thread-library stub of green threads. They switch to the OS thread's
+//! handler stack (`crate::chunk::handler`: the thread's native stack, or a green-thread
+//! worker's own; its top is the TLS word `fs:[stackrt_chunk_tls@tpoff]`) and call the chunk
+//! runtime's Rust entry points (`crate::chunk::global`) with `rsp` 16-byte aligned. The
+//! thesis's handlers switch to `[ebp]`, the thread's own native stack; a green thread has
+//! none to spare. The underflow (listing 3.15) has no
 //! handler: the emitted code unlinks the chunk inline and marks it (`crate::chunk::UNLINKED`),
 //! and calls the reclaim handler only once per reclaim budget (8 MiB) of such unlinks.
 //!
@@ -16,20 +20,23 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
-// back. Preserves every System V callee-saved register.
+// back. Preserves every System V callee-saved register. The call is callee-cleanup's (the
+// return address pushed before the arguments, a jump; the callee pops both and jumps back).
 //
 //   native stack                              first chunk
 //   | return address (to Rust) |              +-----------------------+ H = rbp = header
-//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | a1 (if nargs = 2)     |
-//   +--------------------------+ X            | a0 (if nargs >= 1)    |
-//   | (alignment)              |              | return address        |
+//   | rbx rbp r12 r13 r14 r15  |  48 bytes    | return address        |
+//   +--------------------------+ X            | a1 (if nargs = 2)     |
+//   | (alignment)              |              | a0 (if nargs >= 1)    |
 //   | X                        | T + 8        | frame of fp ...       |
 //   | reclaim budget (u32)     | T + 0        v                       v
-//   +--------------------------+ T = thread stack (16-byte aligned): header word 0; the
-//   | handlers' save areas and Rust frames (below T, only while a handler runs)
+//   +--------------------------+ T = thread stack (16-byte aligned): header word 0
+//   | (an OS thread: the handler stack, whose frames grow down from T while a handler runs;
+//   |  a green thread: its first chunk's header right below T)
 //
-// When `fp` returns, every chunk switch has been undone (each checkpoint unlinks its chunk),
-// so rbp = H again and [rbp] = T finds the native stack.
+// The calls into the runtime run on the handler stack, or on T when the OS thread has none
+// yet (its enter makes T the handler stack). When `fp` returns, every chunk switch has been
+// undone (each checkpoint unlinks its chunk), so rbp = H again and [rbp] = T finds X.
 global_asm!(
     ".text",
     ".globl stackrt_enter_lookahead",
@@ -52,9 +59,16 @@ global_asm!(
     "mov %rbx, 8(%rsp)",
     "mov %rsp, %rdi",
     "mov -8(%r12), %esi",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rax",
+    "test %rax, %rax",
+    "jz .Lla_enter_here64",
+    "mov %rax, %rsp",
+    ".Lla_enter_here64:",
     "call {enter}",
     "mov %rax, %rbp",
     "mov %rax, %rsp",
+    "lea .Lla_entered64(%rip), %rax",
+    "push %rax",
     "cmp $2, %r15",
     "jb .Lla_one64",
     "push %r14",
@@ -63,10 +77,14 @@ global_asm!(
     "jb .Lla_none64",
     "push %r13",
     ".Lla_none64:",
-    "call *%r12",
+    "jmp *%r12",
+    ".Lla_entered64:",
     "mov (%rbp), %rsp",
     "mov %rax, %rbx",
+    "mov %rsp, %r12",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rsp",
     "call {exit}",
+    "mov %r12, %rsp",
     "mov %rbx, %rax",
     "mov 8(%rsp), %rsp",
     "pop %r15",
@@ -92,13 +110,16 @@ global_asm!(
 // Preserved: every register but r10, r11 and the flags (the System V argument registers
 //      rdi rsi rdx rcx r8 r9 rax and xmm0-7 too: a checkpoint may be a C call).
 //
-//   old chunk                       native stack (T = [rbp])         new chunk
-//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+// If the checkpoint hook asked for a switch (`crate::chunk::handler`), the handler jumps to
+// stackrt_lookahead_switch instead of returning, once rsp is on the new chunk.
+//
+//   old chunk                       handler stack (top S)            new chunk
+//   | caller frame     | caller_sp  +------------------+ S          +------------------+ H'
 //   | args (A bytes)   |            | xmm0..xmm7       | +80..+208  | args (copied)    |
 //   | ret into stub    | <- rsp     | packed A<<32 | R | +64        | ret into stub    |
 //   |                  |            | old rsp          | +56        +------------------+ <- rsp
 //   |                  |            | rax rcx rdx rsi  |            |                  |
-//   |                  |            | rdi r8 r9        | +0 <- rsp at the call (T - 208)
+//   |                  |            | rdi r8 r9        | +0 <- rsp at the call (S - 208)
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_overflow",
@@ -108,7 +129,7 @@ global_asm!(
     "shl $32, %r10",
     "or %r10, %r11",
     "mov %rsp, %r10",
-    "mov (%rbp), %rsp",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rsp",
     "sub $208, %rsp",
     "mov %rax, 0(%rsp)",
     "mov %rcx, 8(%rsp)",
@@ -161,6 +182,8 @@ global_asm!(
     "movups 176(%rsp), %xmm6",
     "movups 192(%rsp), %xmm7",
     "mov %r11, %rsp",
+    "cmpq $0, %fs:stackrt_chunk_tls@tpoff+8",
+    "jne stackrt_lookahead_switch",
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
@@ -177,11 +200,11 @@ global_asm!(
 // Out: rbp = new header; rsp = new header - A - 8 with the arguments and the return address
 //      copied there. Clobbers rax rcx rdx rsi rdi r8-r11, xmm0-15, flags.
 //
-//   old chunk                       native stack (T = [rbp])         new chunk
-//   | caller frame     | caller_sp  +------------------+ T          +------------------+ H'
+//   old chunk                       handler stack (top S)            new chunk
+//   | caller frame     | caller_sp  +------------------+ S          +------------------+ H'
 //   | args (A bytes)   |            | packed A<<32 | R | +8         | args (copied)    |
 //   | ret into stub    | <- rsp     | old rsp          | +0 <- rsp  | ret into stub    |
-//   |                  |            +------------------+ (T - 16)   +------------------+ <- rsp
+//   |                  |            +------------------+ (S - 16)   +------------------+ <- rsp
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_overflow_cmm",
@@ -191,7 +214,7 @@ global_asm!(
     "shl $32, %r10",
     "or %r10, %r11",
     "mov %rsp, %r10",
-    "mov (%rbp), %rsp",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rsp",
     "sub $16, %rsp",
     "mov %r10, 0(%rsp)",
     "mov %r11, 8(%rsp)",
@@ -214,6 +237,8 @@ global_asm!(
     "mov %rdx, (%r11,%rcx)",
     "jnz .Lla_copy64_cmm",
     "mov %r11, %rsp",
+    "cmpq $0, %fs:stackrt_chunk_tls@tpoff+8",
+    "jne stackrt_lookahead_switch",
     "ret",
     ".size stackrt_lookahead_overflow_cmm, .-stackrt_lookahead_overflow_cmm",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
@@ -226,12 +251,12 @@ global_asm!(
 // In:  rbp = the chunk the code runs on (header; word 0 = T), rsp = the caller's SP in it.
 // Out: every register as on entry but r11 and the flags; the budget at [T] refilled.
 //
-//   chunk (caller)                native stack (T = [rbp])
-//   | caller frame    |           +------------------+ T (budget word at T + 0)
+//   chunk (caller)                handler stack (top S)
+//   | caller frame    |           +------------------+ S
 //   | ret into code   | <- rsp    | xmm0..xmm15      | +80..+336
 //   |                 |           | old rsp          | +64
 //   |                 |           | rax rcx rdx rsi  |
-//   |                 |           | rdi r8 r9 r10    | +0 <- rsp at the call (T - 336)
+//   |                 |           | rdi r8 r9 r10    | +0 <- rsp at the call (S - 336)
 global_asm!(
     ".text",
     ".globl stackrt_lookahead_reclaim",
@@ -239,7 +264,7 @@ global_asm!(
     ".p2align 4",
     "stackrt_lookahead_reclaim:",
     "mov %rsp, %r11",
-    "mov (%rbp), %rsp",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rsp",
     "sub $336, %rsp",
     "mov %rax, 0(%rsp)",
     "mov %rcx, 8(%rsp)",
@@ -296,5 +321,149 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_reclaim, .-stackrt_lookahead_reclaim",
     reclaim = sym crate::chunk::stackrt_chunk_reclaim,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_switch: the end of an overflow whose checkpoint hook asked for a switch
+// (a preemption, a decision of the deterministic scheduler). Jumped to by the overflow
+// handlers instead of their `ret`, with rsp already on the new chunk, which has
+// `crate::chunk::handler::SWITCH_ROOM` bytes to spare for this.
+//
+// In:  rsp = the new chunk's SP ([rsp] = return address into the stub), every register as the
+//      overflow handler returns it.
+// Out: returns into the stub, perhaps on another OS thread, with every register as on entry
+//      but r10, r11 and the flags (the System V argument registers and xmm0-7 too: the
+//      checkpoint may be a C call's).
+//
+//   new chunk
+//   | args (copied)    |
+//   | ret into stub    | <- rsp on entry (r11)
+//   | (alignment)      |
+//   | xmm0..xmm7       | +80..+208
+//   | old rsp          | +56
+//   | rax rcx rdx rsi  |
+//   | rdi r8 r9        | +0 <- rsp at the call (16-byte aligned)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_switch",
+    ".type stackrt_lookahead_switch, @function",
+    ".p2align 4",
+    "stackrt_lookahead_switch:",
+    "mov %rsp, %r11",
+    "and $-16, %rsp",
+    "sub $208, %rsp",
+    "mov %rax, 0(%rsp)",
+    "mov %rcx, 8(%rsp)",
+    "mov %rdx, 16(%rsp)",
+    "mov %rsi, 24(%rsp)",
+    "mov %rdi, 32(%rsp)",
+    "mov %r8, 40(%rsp)",
+    "mov %r9, 48(%rsp)",
+    "mov %r11, 56(%rsp)",
+    "movups %xmm0, 80(%rsp)",
+    "movups %xmm1, 96(%rsp)",
+    "movups %xmm2, 112(%rsp)",
+    "movups %xmm3, 128(%rsp)",
+    "movups %xmm4, 144(%rsp)",
+    "movups %xmm5, 160(%rsp)",
+    "movups %xmm6, 176(%rsp)",
+    "movups %xmm7, 192(%rsp)",
+    "call {pending}",
+    "mov 0(%rsp), %rax",
+    "mov 8(%rsp), %rcx",
+    "mov 16(%rsp), %rdx",
+    "mov 24(%rsp), %rsi",
+    "mov 32(%rsp), %rdi",
+    "mov 40(%rsp), %r8",
+    "mov 48(%rsp), %r9",
+    "movups 80(%rsp), %xmm0",
+    "movups 96(%rsp), %xmm1",
+    "movups 112(%rsp), %xmm2",
+    "movups 128(%rsp), %xmm3",
+    "movups 144(%rsp), %xmm4",
+    "movups 160(%rsp), %xmm5",
+    "movups 176(%rsp), %xmm6",
+    "movups 192(%rsp), %xmm7",
+    "mov 56(%rsp), %rsp",
+    "ret",
+    ".size stackrt_lookahead_switch, .-stackrt_lookahead_switch",
+    pending = sym crate::chunk::handler::stackrt_chunk_pending_switch,
+    options(att_syntax)
+);
+
+// stackrt_lookahead_libcall: a green thread's call into the thread library (`sthread_*` but
+// `sthread_exit`), made on the OS thread's handler stack like a C call, so that a thread that
+// parks or yields there holds only this stub's words on its own stack (Go's `mcall`). When
+// the library wants to switch, it does not switch on the handler stack (another thread uses
+// it next): it leaves the switch to this stub (`crate::chunk::handler::defer_switch`: the TLS
+// words lib_save, lib_load) and returns; the stub then saves the thread's context on the
+// thread's stack in the green switch's format (`crate::green::arch`: rbp rbx r12-r15 pushed,
+// rsp stored in *lib_save) and resumes lib_load. When the thread is resumed, perhaps on
+// another OS thread, the stub makes the same call again with the TLS word `resumed` set; the
+// library then finishes what it had started (`crate::threads`).
+//
+// In:  r11 = the library function, rdi rsi rdx = its (at most three) word arguments,
+//      [rsp] = return address into compiled code.
+// Out: the function's result in rax; every callee-saved register kept; the other registers
+//      clobbered (a C call's). The thread's stack gets 88 bytes below the return address.
+//
+//   thread's stack                     handler stack (top S)
+//   | ret into code    |               +------------------+ S
+//   | a2 (rdx)         | +24           | (unused)         | S - 8
+//   | a1 (rsi)         | +16           | thread's rsp     | S - 16
+//   | a0 (rdi)         | +8            +------------------+ <- rsp at the call (S - 16)
+//   | function (r11)   | <- rsp (+0)
+//   | ret into stub    |  \
+//   | rbp rbx r12-r15  |  / a deferred switch's saved context (rsp stored in *lib_save)
+global_asm!(
+    ".text",
+    ".globl stackrt_lookahead_libcall",
+    ".type stackrt_lookahead_libcall, @function",
+    ".p2align 4",
+    "stackrt_lookahead_libcall:",
+    "push %rdx",
+    "push %rsi",
+    "push %rdi",
+    "push %r11",
+    ".Lla_lib_call64:",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rax",
+    "mov %rsp, -16(%rax)",
+    "lea -16(%rax), %rsp",
+    "call *%r11",
+    "mov %fs:stackrt_chunk_tls@tpoff, %r11",
+    "mov -16(%r11), %rsp",
+    "cmpq $0, %fs:stackrt_chunk_tls@tpoff+24",
+    "jne .Lla_lib_switch64",
+    "add $32, %rsp",
+    "ret",
+    ".Lla_lib_switch64:",
+    "call .Lla_lib_save64",
+    "movq $1, %fs:stackrt_chunk_tls@tpoff+40",
+    "mov (%rsp), %r11",
+    "mov 8(%rsp), %rdi",
+    "mov 16(%rsp), %rsi",
+    "mov 24(%rsp), %rdx",
+    "jmp .Lla_lib_call64",
+    // The switch: the green switch's frame, then the other context's.
+    ".Lla_lib_save64:",
+    "push %rbp",
+    "push %rbx",
+    "push %r12",
+    "push %r13",
+    "push %r14",
+    "push %r15",
+    "mov %fs:stackrt_chunk_tls@tpoff+24, %rdi",
+    "mov %fs:stackrt_chunk_tls@tpoff+32, %rsi",
+    "movq $0, %fs:stackrt_chunk_tls@tpoff+24",
+    "mov %rsp, (%rdi)",
+    "mov %rsi, %rsp",
+    "pop %r15",
+    "pop %r14",
+    "pop %r13",
+    "pop %r12",
+    "pop %rbx",
+    "pop %rbp",
+    "ret",
+    ".size stackrt_lookahead_libcall, .-stackrt_lookahead_libcall",
     options(att_syntax)
 );

@@ -1,0 +1,228 @@
+//! Where the chunk handlers run: the calling OS thread's *handler stack*, and the switch a
+//! checkpoint hook asked for, which runs on the thread's own chunk instead.
+//!
+//! The `lookahead` handlers (overflow, reclaim, the entry trampoline's calls into this
+//! runtime) leave the chunk they were called on and run their Rust code on the handler stack,
+//! whose top is the first word of the thread-local block [`TLS_SYMBOL`] (read by the assembly
+//! as `fs:[stackrt_chunk_tls@tpoff]` / `gs:[stackrt_chunk_tls@ntpoff]`). On an OS thread it is
+//! the thread's native stack below the entry trampoline's frame (the thread stack `T`, set by
+//! the first [`super::global::stackrt_chunk_thread_enter`]); on a green-thread worker it is a
+//! stack of the worker's own (Go's `g0`), set by the scheduler before any green thread runs,
+//! so a green thread's stack holds none of the runtime's frames and needs no room for them.
+//! Green threads' calls to C functions run there too (`stackrt_ccall`).
+//!
+//! Nothing on the handler stack may outlive the handler's call: another green thread uses it
+//! next. So a checkpoint hook that wants the thread to switch (a preemption, a decision of the
+//! deterministic scheduler) does not switch there: it answers `true`, the overflow entry sets
+//! the *switch pending* word (the block's second) and links a chunk with [`SWITCH_ROOM`] more
+//! bytes, and the handler's assembly, back on the new chunk, calls
+//! [`stackrt_chunk_pending_switch`], which switches on the thread's own stack.
+
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+/// The thread-local block's symbol (two words: handler stack top, switch pending).
+pub const TLS_SYMBOL: &str = "stackrt_chunk_tls";
+
+/// Bytes an overflow adds to its reserve when a switch is pending: the switch routine's save
+/// area (208 bytes on x86-64) and the scheduler's Rust frames down to the context switch,
+/// with a wide margin (they measured under 1 KiB).
+pub const SWITCH_ROOM: usize = 4096;
+
+#[repr(C)]
+struct ChunkTls {
+    /// Top of the handler stack (16-byte aligned), or 0 before the thread entered chunked
+    /// code (the entry trampoline then calls the runtime on its own stack).
+    handler_stack: usize,
+    /// Non-zero: the overflow that is returning must switch before the call it resumes.
+    switch_pending: usize,
+    /// Non-zero: `handler_stack` is this OS thread's own stack below its entry trampoline, set
+    /// at its enter (reset at its exit), not a worker's.
+    from_enter: usize,
+    /// A switch a thread-library call made through `stackrt_lookahead_libcall` deferred to
+    /// the stub (see [`defer_switch`]): where the thread's context goes (0: none) ...
+    lib_save: usize,
+    /// ... and the context to resume.
+    lib_load: usize,
+    /// Non-zero: the stub repeats a thread-library call after the switch it deferred.
+    resumed: usize,
+    _pad: [usize; 2],
+}
+
+const P: usize = core::mem::size_of::<usize>();
+const _: () = {
+    assert!(core::mem::offset_of!(ChunkTls, handler_stack) == 0);
+    assert!(core::mem::offset_of!(ChunkTls, switch_pending) == P);
+    assert!(core::mem::offset_of!(ChunkTls, lib_save) == 3 * P);
+    assert!(core::mem::offset_of!(ChunkTls, lib_load) == 4 * P);
+    assert!(core::mem::offset_of!(ChunkTls, resumed) == 5 * P);
+};
+
+// The block itself: `.tbss`, zero at thread start. Defined in assembly so that the handlers'
+// assembly can name it with a local-exec TLS operand.
+core::arch::global_asm!(
+    ".pushsection .tbss,\"awT\",@nobits",
+    ".globl stackrt_chunk_tls",
+    ".type stackrt_chunk_tls, @object",
+    ".p2align 4",
+    "stackrt_chunk_tls:",
+    ".zero {size}",
+    ".size stackrt_chunk_tls, {size}",
+    ".popsection",
+    size = const core::mem::size_of::<ChunkTls>(),
+);
+
+/// The calling thread's block.
+#[inline(always)]
+fn tls() -> *mut ChunkTls {
+    let p: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: reads the thread pointer (fs:0 holds its own address, System V TLS ABI) and adds
+    // the link-time offset of the executable's TLS symbol; no memory is written.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, qword ptr fs:0",
+            "lea {p}, [{p} + stackrt_chunk_tls@tpoff]",
+            p = out(reg) p,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    #[cfg(target_arch = "x86")]
+    // SAFETY: as above with gs:0 and the i386 negative offset.
+    unsafe {
+        core::arch::asm!(
+            "mov {p}, dword ptr gs:0",
+            "lea {p}, [{p} + stackrt_chunk_tls@ntpoff]",
+            p = out(reg) p,
+            options(nostack, readonly, preserves_flags)
+        );
+    }
+    p as *mut ChunkTls
+}
+
+/// Makes `top` (16-byte aligned, with at least [`MIN_HANDLER_STACK`] bytes below it) the
+/// calling OS thread's handler stack for good: a green-thread worker's own stack.
+pub fn set_worker_stack(top: usize) {
+    debug_assert_eq!(top % 16, 0);
+    // SAFETY: the calling thread's own block; no handler runs on this thread now.
+    unsafe {
+        (*tls()).handler_stack = top;
+        (*tls()).from_enter = 0;
+    }
+}
+
+/// Bytes a worker's handler stack should have: the handlers' frames, and under green threads
+/// every C call of compiled code (glibc's `printf` of very precise doubles puts up to 64 KiB
+/// of digits on the stack).
+pub const MIN_HANDLER_STACK: usize = 1 << 20;
+
+/// At a thread's enter: the thread stack `T` becomes the handler stack unless a worker set
+/// one.
+pub(super) fn entered(thread_stack: usize) {
+    let t = tls();
+    // SAFETY: the calling thread's own block.
+    unsafe {
+        if (*t).handler_stack == 0 {
+            (*t).handler_stack = thread_stack;
+            (*t).from_enter = 1;
+        }
+    }
+}
+
+/// At a thread's exit: forgets a handler stack that `entered` set.
+pub(super) fn exited() {
+    let t = tls();
+    // SAFETY: the calling thread's own block.
+    unsafe {
+        if (*t).from_enter != 0 {
+            (*t).handler_stack = 0;
+            (*t).from_enter = 0;
+        }
+    }
+}
+
+/// Marks a switch pending for the overflow that is returning (see the module docs).
+pub(super) fn set_switch_pending() {
+    // SAFETY: the calling thread's own block.
+    unsafe { (*tls()).switch_pending = 1 };
+}
+
+/// What runs a pending switch on the thread's own stack (registered with the checkpoint
+/// hook, see `super::poison::set_checkpoint_hook`); 0 when none.
+static SWITCH_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+pub(super) fn set_switch_hook(f: fn()) {
+    SWITCH_HOOK.store(f as usize, Relaxed);
+}
+
+/// Called by the overflow handlers' assembly, on the new chunk, when the switch-pending word
+/// is set: clears it (before switching: the thread may resume on another OS thread) and runs
+/// the registered switch.
+#[no_mangle]
+pub extern "C" fn stackrt_chunk_pending_switch() {
+    // SAFETY: the calling thread's own block.
+    unsafe { (*tls()).switch_pending = 0 };
+    let h = SWITCH_HOOK.load(Relaxed);
+    if h != 0 {
+        // SAFETY: a non-zero value was stored by `set_switch_hook` from a `fn()`.
+        let f = unsafe { core::mem::transmute::<usize, fn()>(h) };
+        f();
+    }
+}
+
+/// Whether `sp` lies on the calling OS thread's handler stack of a green-thread worker (a
+/// thread-library call made through `stackrt_lookahead_libcall` runs there).
+#[inline]
+pub fn on_worker_handler_stack(sp: usize) -> bool {
+    let t = tls();
+    // SAFETY: the calling thread's own block.
+    let (top, from_enter) = unsafe { ((*t).handler_stack, (*t).from_enter) };
+    top.wrapping_sub(sp) <= MIN_HANDLER_STACK && from_enter == 0 && top != 0
+}
+
+/// Defers a context switch to the thread-library stub (`stackrt_lookahead_libcall`) that
+/// called the running code on the handler stack: when the call returns to it, the stub saves
+/// the thread's context on the thread's own stack (the green switch's format) into `*save`
+/// and resumes the context `load`; when the thread is resumed, the stub makes the same call
+/// again with [`take_resumed`] true. So a thread parked in the thread library holds only the
+/// stub's few words on its stack, not the library's frames (Go's `mcall`: the goroutine's
+/// state is saved and the scheduler runs on `g0`).
+///
+/// # Safety
+/// The caller runs on the handler stack under the stub (see [`on_worker_handler_stack`]) and
+/// returns to it without any other switch; `save` and `load` are valid for the switch.
+pub unsafe fn defer_switch(save: *mut usize, load: usize) {
+    // SAFETY: the calling thread's own block.
+    unsafe {
+        (*tls()).lib_load = load;
+        (*tls()).lib_save = save as usize;
+    }
+}
+
+/// Whether the running thread-library call is the stub's repetition after a deferred switch
+/// (and clears the mark).
+pub fn take_resumed() -> bool {
+    // SAFETY: the calling thread's own block.
+    unsafe { core::mem::replace(&mut (*tls()).resumed, 0) != 0 }
+}
+
+/// The SP of the thread whose library call runs on the handler stack: the stub keeps it in
+/// the handler stack's top slot ([`on_worker_handler_stack`] must hold).
+pub fn stub_caller_sp() -> usize {
+    // SAFETY: the calling thread's own block; the stub wrote the slot below the top.
+    unsafe { *(((*tls()).handler_stack - LIB_SP_SLOT) as *const usize) }
+}
+
+/// Where below the handler stack's top the C-call and library stubs keep the thread's SP.
+pub const LIB_SP_SLOT: usize = 16;
+
+/// Called by the C-call trampoline (`stackrt_ccall`) when the C function it called left a
+/// switch to a stub ([`defer_switch`]): C code called the thread library, which can switch
+/// green threads only from compiled code. Ends the program with one line (status 70).
+#[no_mangle]
+pub extern "C" fn stackrt_ccall_switched() -> ! {
+    crate::base::diag::fail(
+        "stackrt: a C function called from C-- code called the thread library, which cannot \
+         switch green threads from C code (call it from C-- code instead)",
+        crate::base::diag::FATAL_EXIT_STATUS,
+    )
+}

@@ -1,0 +1,88 @@
+//! The worker's side of a switch back from a green thread: the thread's chain and heap state
+//! swapped out, what it asked for done (requeued, its parking lock released, or ended: its
+//! stack back to the worker's cache, its joiner woken), and its stack use noted when it
+//! outgrew its block.
+
+use core::sync::atomic::Ordering::AcqRel;
+
+use super::{fail, After, Green, GreenStack, Sched, Worker};
+
+impl Sched {
+    /// The worker's side of a switch back from `g`: swaps its chain out and does what it
+    /// asked for.
+    pub(super) fn after_switch(&self, w: &Worker, g: *const Green) {
+        // SAFETY: `g` just switched back to this worker and is not queued anywhere.
+        let gr = unsafe { &*g };
+        w.bump_tick(1);
+        let after = w.after.replace(After::None);
+        if self.chunked {
+            if after == After::Exit {
+                crate::chunk::global::exit_chain_if_active();
+            }
+            // SAFETY: the thread is switched out: nothing else uses its chain state.
+            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
+            if self.first_chunk_in_block && after != After::Exit {
+                // SAFETY: as above; its saved SP was written by its switch.
+                let used = unsafe { (*gr.chain.get()).outgrown_use(*gr.sp.get()) };
+                if let Some(used) = used {
+                    crate::green::sizing::learn(gr.fp, used);
+                }
+            }
+        }
+        if self.heap {
+            if after == After::Exit {
+                crate::mech::heap::exit_green_thread();
+            }
+            // SAFETY: as above, for its heap state.
+            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap.get() });
+        }
+        w.current.set(core::ptr::null());
+        match after {
+            After::Yield => self.requeue(w.index, g),
+            After::Park(lock) => {
+                // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
+                // releasing it lets wakers see the thread, whose context is saved now.
+                unsafe { (*lock).unlock() }
+            }
+            After::Exit => self.finish(w, gr),
+            After::None => fail("stackrt: a green thread switched back without a reason"),
+        }
+    }
+
+    /// A thread ended: its stack goes back and its joiner wakes.
+    fn finish(&self, w: &Worker, g: &Green) {
+        // SAFETY: the thread ended; nothing runs on its stack any more.
+        match core::mem::replace(unsafe { &mut *g.stack.get() }, GreenStack::None) {
+            GreenStack::Block(b, size) => {
+                if self.first_chunk_in_block && !crate::green::stacks::canary_intact(b) {
+                    fail(&format!(
+                        "stackrt: green thread {} overran its stack block: a call into the \
+                         thread library used more than its budget of the thread's stack",
+                        g.handle
+                    ));
+                }
+                // SAFETY: the worker's own cache.
+                self.blocks.give(unsafe { &mut *w.blocks.get() }, size, b);
+            }
+            // SAFETY: the worker's own cache.
+            GreenStack::Fixed(stack) => self.fixed.give(unsafe { &mut *w.fixed.get() }, stack),
+            GreenStack::Native(_) | GreenStack::None => {}
+        }
+        g.join.lock();
+        // SAFETY: join_state is accessed under `join`.
+        let joiner = unsafe {
+            let st = &mut *g.join_state.get();
+            st.finished = true;
+            core::mem::replace(&mut st.joiner, core::ptr::null())
+        };
+        g.join.unlock();
+        if !joiner.is_null() {
+            self.push(w.index, joiner, true);
+        }
+        if self.alive.fetch_sub(1, AcqRel) == 1 {
+            // Every thread has ended (`main` with sthread_exit): the program is done.
+            // SAFETY: exit runs the atexit handlers and ends the process.
+            unsafe { libc::exit(0) };
+        }
+    }
+}
