@@ -74,11 +74,11 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         );
     }
     if green::enabled() {
-        // Phases of a call the library stub repeats after a switch (`green::lib_entry`): 1,
+        // Phases of a call the library stub repeats after a switch (`green::libcall::lib_entry`): 1,
         // the thread was created and the deterministic mode's decision taken.
-        let (phase, _kept) = green::lib_entry();
+        let (phase, _kept) = green::libcall::lib_entry();
         if phase == 1 {
-            return green::lib_value() as c_int;
+            return green::libcall::lib_value() as c_int;
         }
         let mut threads = green_table();
         let handle = threads.next_handle();
@@ -87,7 +87,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         let inserted = threads.insert(g as usize);
         debug_assert_eq!(inserted, handle);
         drop(threads);
-        green::set_lib_value(handle as usize);
+        green::libcall::set_lib_value(handle as usize);
         let _ = green::det_point(1);
         return handle;
     }
@@ -158,16 +158,20 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
 #[no_mangle]
 pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -> c_int {
     if green::enabled() {
-        // Phases of a call the library stub repeats after a switch (`green::lib_entry`): 1,
+        // Phases of a call the library stub repeats after a switch (`green::libcall::lib_entry`): 1,
         // after the deterministic mode's decision; 2, the thread waited for ended.
-        let (phase, _kept) = green::lib_entry();
+        let (phase, _kept) = green::libcall::lib_entry();
         let (g, r, race) = if phase == 2 {
-            let g = green::lib_value();
+            let g = green::libcall::lib_value();
             // SAFETY: the thread this call waited for (kept in phase 1), which ended; its
             // record lives until `join_result` frees it.
             let race = unsafe { (*(g as *const green::Green)).race() };
             // SAFETY: as above.
-            (g, unsafe { green::join_result(g as *const green::Green) }, race)
+            (
+                g,
+                unsafe { green::join_result(g as *const green::Green) },
+                race,
+            )
         } else {
             if phase == 0 && green::det_point(1) == green::Switched::Deferred {
                 return 0;
@@ -180,7 +184,7 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
                 green_table().end_join(handle, g, false);
                 return libc::EDEADLK;
             }
-            green::set_lib_value(g);
+            green::libcall::set_lib_value(g);
             // SAFETY: `g` is a live green thread record (freed only by the join below).
             let race = unsafe { (*(g as *const green::Green)).race() };
             // SAFETY: `g` is a green thread record from `create`, joined only here (the table
@@ -236,8 +240,8 @@ pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
 #[no_mangle]
 pub extern "C" fn sthread_yield() {
     if green::enabled() {
-        // Phase 1 of a call the library stub repeats (`green::lib_entry`): it yielded.
-        let (phase, _kept) = green::lib_entry();
+        // Phase 1 of a call the library stub repeats (`green::libcall::lib_entry`): it yielded.
+        let (phase, _kept) = green::libcall::lib_entry();
         if phase == 0 {
             let _ = green::yield_now(1);
         }
@@ -309,9 +313,9 @@ pub unsafe extern "C" fn sthread_mutex_destroy(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_lock").cast::<crate::green::sync::GreenMutex>();
-        // Phases of a call the library stub repeats (`green::lib_entry`): 1, after the
+        // Phases of a call the library stub repeats (`green::libcall::lib_entry`): 1, after the
         // deterministic mode's decision; 2, it parked and was handed the mutex.
-        let (phase, _kept) = green::lib_entry();
+        let (phase, _kept) = green::libcall::lib_entry();
         if phase == 2 {
             // Parked, and handed the mutex by its unlocker.
             crate::race::acquire(m as usize);
@@ -340,9 +344,9 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
 pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
     if green::enabled() {
         let m = check_mutex(m, "sthread_mutex_unlock").cast::<crate::green::sync::GreenMutex>();
-        // Phase 1 of a call the library stub repeats (`green::lib_entry`): it unlocked and
+        // Phase 1 of a call the library stub repeats (`green::libcall::lib_entry`): it unlocked and
         // the deterministic mode decided.
-        let (phase, _kept) = green::lib_entry();
+        let (phase, _kept) = green::libcall::lib_entry();
         if phase == 1 {
             return;
         }

@@ -34,6 +34,7 @@
 
 mod after;
 mod idle;
+pub mod libcall;
 mod prepare;
 mod stats;
 
@@ -117,7 +118,7 @@ pub struct Green {
     join: RawSpin,
     join_state: UnsafeCell<JoinState>,
     /// A thread-library call whose switch the library stub made (`lookahead`, see
-    /// [`lib_entry`]): where the repeated call goes on (0: from the start), a value it keeps
+    /// [`libcall::lib_entry`]): where the repeated call goes on (0: from the start), a value it keeps
     /// meanwhile, and the caller's errno.
     lib_phase: Cell<u32>,
     lib_value: Cell<usize>,
@@ -674,7 +675,7 @@ pub enum Switched {
     Done,
     /// The running code is a thread-library call on the handler stack: the switch is left to
     /// the library stub, which repeats the call with `phase` when the thread resumes (see
-    /// [`lib_entry`]); the caller must return at once.
+    /// [`libcall::lib_entry`]); the caller must return at once.
     Deferred,
 }
 
@@ -716,35 +717,6 @@ fn switch_out(after: After, phase: u32) -> Switched {
     // SAFETY: `g` is the running thread (its record outlives its run); the scheduler context's
     // saved stack pointer is valid while one of its threads runs.
     unsafe { switch_context(&*g, *w.sched_sp.get(), phase) }
-}
-
-/// A thread-library function's start (`crate::threads`): 0 for a fresh call, with the
-/// caller's errno kept; for the library stub's repetition of a call whose switch it made
-/// (the thread runs again), completes that switch and returns the phase the call gave, with
-/// the errno of the fresh call kept.
-pub fn lib_entry() -> (u32, crate::base::os::KeptErrno) {
-    let g = current();
-    if !crate::chunk::handler::take_resumed() {
-        let kept = crate::base::os::KeptErrno::new();
-        g.lib_errno.set(kept.value());
-        return (0, kept);
-    }
-    complete_switch();
-    let g = current();
-    (
-        g.lib_phase.replace(0),
-        crate::base::os::KeptErrno::with(g.lib_errno.get()),
-    )
-}
-
-/// A value a thread-library call keeps across its deferred switch ([`lib_entry`]).
-pub fn set_lib_value(v: usize) {
-    current().lib_value.set(v);
-}
-
-/// See [`set_lib_value`].
-pub fn lib_value() -> usize {
-    current().lib_value.get()
 }
 
 /// Run by a thread right after it resumed: if another thread switched to it directly
