@@ -13,5 +13,6 @@ pub mod diag;
 pub mod os;
 pub mod program;
 pub mod spin;
+pub mod tls;
 pub mod ucontext;
 pub mod weak;

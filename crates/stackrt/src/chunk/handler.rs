@@ -57,46 +57,13 @@ const _: () = {
     assert!(core::mem::offset_of!(ChunkTls, resumed) == 5 * P);
 };
 
-// The block itself: `.tbss`, zero at thread start. Defined in assembly so that the handlers'
-// assembly can name it with a local-exec TLS operand.
-core::arch::global_asm!(
-    ".pushsection .tbss,\"awT\",@nobits",
-    ".globl stackrt_chunk_tls",
-    ".type stackrt_chunk_tls, @object",
-    ".p2align 4",
-    "stackrt_chunk_tls:",
-    ".zero {size}",
-    ".size stackrt_chunk_tls, {size}",
-    ".popsection",
-    size = const core::mem::size_of::<ChunkTls>(),
-);
+// The block itself, named by the handlers' assembly (`crate::base::tls`).
+crate::tls_block!("stackrt_chunk_tls", core::mem::size_of::<ChunkTls>());
 
 /// The calling thread's block.
 #[inline(always)]
 fn tls() -> *mut ChunkTls {
-    let p: usize;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: reads the thread pointer (fs:0 holds its own address, System V TLS ABI) and adds
-    // the link-time offset of the executable's TLS symbol; no memory is written.
-    unsafe {
-        core::arch::asm!(
-            "mov {p}, qword ptr fs:0",
-            "lea {p}, [{p} + stackrt_chunk_tls@tpoff]",
-            p = out(reg) p,
-            options(nostack, readonly, preserves_flags)
-        );
-    }
-    #[cfg(target_arch = "x86")]
-    // SAFETY: as above with gs:0 and the i386 negative offset.
-    unsafe {
-        core::arch::asm!(
-            "mov {p}, dword ptr gs:0",
-            "lea {p}, [{p} + stackrt_chunk_tls@ntpoff]",
-            p = out(reg) p,
-            options(nostack, readonly, preserves_flags)
-        );
-    }
-    p as *mut ChunkTls
+    crate::tls_address!("stackrt_chunk_tls") as *mut ChunkTls
 }
 
 /// Makes `top` (16-byte aligned, with at least [`MIN_HANDLER_STACK`] bytes below it) the

@@ -113,47 +113,14 @@ const _: () = {
     assert!(core::mem::offset_of!(HeapTls, carved) == 4 * P + 8 + NUM_CLASSES * P);
 };
 
-// The TLS block itself: `.tbss`, zero at thread start. Defined in assembly so that the emitted
-// code can name it (`stackrt_heap_tls@tpoff` / `@ntpoff`); Rust reaches it through
-// [`tls`].
-core::arch::global_asm!(
-    ".pushsection .tbss,\"awT\",@nobits",
-    ".globl stackrt_heap_tls",
-    ".type stackrt_heap_tls, @object",
-    ".p2align 4",
-    "stackrt_heap_tls:",
-    ".zero {size}",
-    ".size stackrt_heap_tls, {size}",
-    ".popsection",
-    size = const core::mem::size_of::<HeapTls>(),
-);
+// The TLS block itself: `.tbss`, zero at thread start, defined in assembly so that the emitted
+// code can name it (`stackrt_heap_tls@tpoff` / `@ntpoff`; `crate::base::tls`).
+crate::tls_block!("stackrt_heap_tls", core::mem::size_of::<HeapTls>());
 
 /// The calling thread's [`HeapTls`].
 #[inline(always)]
 fn tls() -> *mut HeapTls {
-    let p: usize;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: reads the thread pointer (fs:0 holds its own address, System V TLS ABI) and adds
-    // the link-time offset of the executable's TLS symbol; no memory is written.
-    unsafe {
-        core::arch::asm!(
-            "mov {p}, qword ptr fs:0",
-            "lea {p}, [{p} + stackrt_heap_tls@tpoff]",
-            p = out(reg) p,
-            options(nostack, readonly, preserves_flags)
-        );
-    }
-    #[cfg(target_arch = "x86")]
-    // SAFETY: as above with gs:0 and the i386 negative offset.
-    unsafe {
-        core::arch::asm!(
-            "mov {p}, dword ptr gs:0",
-            "lea {p}, [{p} + stackrt_heap_tls@ntpoff]",
-            p = out(reg) p,
-            options(nostack, readonly, preserves_flags)
-        );
-    }
-    p as *mut HeapTls
+    crate::tls_address!("stackrt_heap_tls") as *mut HeapTls
 }
 
 /// Whether the program is `heap-malloc` (set before the first thread enters).
