@@ -74,7 +74,7 @@ pub fn write_tables(out: &mut String, table: &Table, points: &[Point]) {
         out,
         "\nPeak memory per thread (largest ru_maxrss / threads, in bytes) beside the floor: a \
          thread's live frames, depth x bytes per level of the C-- recursion on that target \
-         (`cmm compile --emit callgraph`: the frame and the recursive call's arguments; Go's \
+         (the assembly's frame lines: the frame, the arguments and the return address; Go's \
          frames for the same functions are its own). Time: median seconds. cmm is `lookahead` \
          with `--threads green`."
     );
@@ -262,21 +262,21 @@ mod tests {
         table.insert(key(Target::I686, CMM, parked), cell_of(0.5, 1000.0));
         let mut out = String::new();
         write_tables(&mut out, &table, &e.points);
-        // x86-64: 10 levels of 32 bytes; i686: of 24 bytes, and no Go cell.
+        // x86-64: 10 levels of 16 bytes; i686: of 8 bytes, and no Go cell.
         assert!(
             out.contains(
-                "| 1 | x86_64 | 1,000 | 10 | 32 | 320 | 2,048 | 4,096 | 0.50 | 0.50 | 0.25 | 2.00 |"
+                "| 1 | x86_64 | 1,000 | 10 | 16 | 160 | 2,048 | 4,096 | 0.50 | 0.50 | 0.25 | 2.00 |"
             ),
             "{out}"
         );
         assert!(
             out.contains(
-                "| 2 | x86_64 | 1,000 | 10 | 32 | 320 | 6,144 | 4,096 | 1.50 | 1.00 | 2.00 | 0.50 |"
+                "| 2 | x86_64 | 1,000 | 10 | 16 | 160 | 6,144 | 4,096 | 1.50 | 1.00 | 2.00 | 0.50 |"
             ),
             "{out}"
         );
         assert!(
-            out.contains("| 1 | i686 | 1,000 | 10 | 24 | 240 | 1,024 | - | - | 0.50 | - | - |"),
+            out.contains("| 1 | i686 | 1,000 | 10 | 8 | 80 | 1,024 | - | - | 0.50 | - | - |"),
             "{out}"
         );
         let parked_at = out.find("parked on a mutex").unwrap();
@@ -288,13 +288,13 @@ mod tests {
         assert!(text.contains("yielding: 6,144 vs 4,096 B/thread"), "{text}");
         assert!(worst_memory_ratio(&table, &e.points, Target::X86_64, 1001).is_none());
         assert!(worst_memory_ratio(&table, &e.points, Target::I686, 1).is_none());
-        // Bound: 1000 x (1.1 x 320 + 512) + 64 MiB = 864,000 + 67,108,864 = 67,972,864 bytes.
+        // Bound: 1000 x (1.1 x 160 + 512) + 64 MiB = 688,000 + 67,108,864 = 67,796,864 bytes.
         // Times: 0.5/0.25 = 2.0 parked, 1.0/2.0 = 0.5 yielding.
         let (r, by_min, text) = worst_time_ratio(&table, &e.points, Target::X86_64, 1).unwrap();
         assert_eq!((r, by_min), (2.0, 2.0));
         assert!(text.contains("parked: 0.50 vs 0.25 s"), "{text}");
         let (r, _) = worst_floor_ratio(&table, &e.points, Target::X86_64, 1000).unwrap();
-        assert!((r - 6000.0 * 1024.0 / 67_972_864.0).abs() < 1e-9, "{r}");
+        assert!((r - 6000.0 * 1024.0 / 67_796_864.0).abs() < 1e-9, "{r}");
     }
 
     /// The full grid: every threads x depth x frame x wait whose live frames fit in 6 GiB, and

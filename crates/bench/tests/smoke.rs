@@ -91,7 +91,7 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
         // The grid's own tables: bytes per thread beside the floor, C-- against Go.
         "Threads parked on a mutex (point:",
         "Threads waiting by yielding (point:",
-        "| 1 | x86_64 | 1,000 | 10 | 32 | 320 |",
+        "| 1 | x86_64 | 1,000 | 10 | 16 | 160 |",
     ] {
         assert!(
             report.contains(needle),

@@ -144,7 +144,7 @@ pub fn print_function(
     let align = mech.frame_align(target);
     let spill_bytes = (ra.num_spillslots as u32 * 8).div_ceil(align) * align;
     let slots_end = spill_bytes + stack_slots_size(&lf.func).div_ceil(8) * 8;
-    let content = bottom + slots_end + 8 * saved.len() as u32;
+    let content = bottom + slots_end + target.slot() * saved.len() as u32;
     let arg_bytes: u32 = lf
         .func
         .signature
@@ -178,7 +178,7 @@ pub fn print_function(
         saved: saved
             .iter()
             .enumerate()
-            .map(|(i, r)| (*r, bottom + slots_end + 8 * i as u32))
+            .map(|(i, r)| (*r, bottom + slots_end + target.slot() * i as u32))
             .collect(),
         ret_only: Vec::new(),
         branch_only: Vec::new(),

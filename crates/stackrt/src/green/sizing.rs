@@ -6,7 +6,7 @@
 //! longest path up to the checkpoints on call-graph cycles), so a thread that recurses deeper
 //! links a standard chunk: a page or more resident for a few hundred bytes of frames. The
 //! worker records, when such a thread switches out (parks or yields), how many bytes of stack
-//! it was using, and blocks of threads that start afterwards hold that much, a sixteenth more,
+//! it was using, and blocks of threads that start afterwards hold that much, a 64th more,
 //! and the compiled need again (see [`block_need`]).
 //! Blocks are packed in 64-byte steps, so a learned size costs what the threads touch.
 
@@ -55,13 +55,13 @@ fn slot(fp: usize, insert: bool) -> Option<&'static Slot> {
 
 /// The bytes a new thread entering at `fp`, whose compiled stack need is `need`, gets below
 /// its first chunk's top: `need` until a thread of `fp` outgrew its block; then the most such
-/// a thread was seen to use, a sixteenth more, and `need` again on top, which covers the reserve
+/// a thread was seen to use, a 64th more, and `need` again on top, which covers the reserve
 /// its next checkpoint tests for (it outgrew its block when a reserve did not fit, not when
 /// its frames did).
 pub fn block_need(fp: usize, need: usize) -> usize {
     match slot(fp, false).map_or(0, |s| s.need.load(Relaxed)) {
         0 => need,
-        used => (used + used / 16).min(MAX_LEARNED) + need,
+        used => (used + used / 64).min(MAX_LEARNED) + need,
     }
 }
 
