@@ -699,6 +699,11 @@ fn bad_settings_are_refused() {
             "/tmp/t",
             "STACKRT_SCHED_TRACE needs a deterministic STACKRT_SCHED",
         ),
+        (
+            "STACKRT_SPARE_WORKERS",
+            "many",
+            "STACKRT_SPARE_WORKERS=\"many\" is not a number of spare workers",
+        ),
     ] {
         let o = Command::new(&exe)
             .arg("self-join")
@@ -708,5 +713,98 @@ fn bad_settings_are_refused() {
         assert_eq!(o.status.code(), Some(1), "{var}={value}");
         assert!(text(&o.stdout).is_empty());
         common::assert_one_line(&o, want, var);
+    }
+}
+
+const ALL_MECHS: [&str; 7] = [
+    "traditional",
+    "callee-cleanup",
+    "heap",
+    "heap-malloc",
+    "lookahead",
+    "mmu",
+    "mmu-reuse",
+];
+
+/// A green thread blocked in `read` on an empty pipe does not keep the other threads from
+/// running (tests/green/pipe.cm): the reader runs first, and the thread that writes the byte
+/// it waits for runs only if the blocked worker hands its threads on. On one worker, before
+/// the hand-off, the program never ended. Every mechanism, both targets, one and two workers;
+/// the expected line is gcc's with the oracle's thread library (OS threads).
+#[test]
+fn a_blocked_read_does_not_stall_the_other_green_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        for mech in ALL_MECHS {
+            let exe = build("tests/green/pipe.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&exe);
+                cmd.env("STACKRT_WORKERS", workers);
+                let o = run_within(cmd, Duration::from_secs(60), "pipe");
+                let what = format!("{target} {mech} {workers} workers");
+                assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o.stderr));
+                assert_eq!(
+                    text(&o.stdout),
+                    "read 1 byte 'x' after 4 threads finished\n",
+                    "{what}"
+                );
+            }
+        }
+    }
+}
+
+/// Eight green threads that each sleep 300 ms in `usleep` all sleep at once
+/// (tests/green/sleepers.cm: the first to wake saw all eight go to sleep), where before the
+/// hand-off only as many as there were workers did: a blocked worker's threads go on on a
+/// spare OS thread, which `STACKRT_STATS` counts. With `STACKRT_SPARE_WORKERS=0` the sleeps are
+/// serialised again (one worker: the first to wake saw only itself), and the deterministic
+/// mode, whose single worker runs everything, hands nothing off. The expected lines are gcc's
+/// with the oracle's thread library, and for the serialised runs written by hand.
+#[test]
+fn blocking_calls_hand_the_worker_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        for mech in ALL_MECHS {
+            let exe = build("tests/green/sleepers.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&exe);
+                cmd.args(["8", "300"])
+                    .env("STACKRT_WORKERS", workers)
+                    .env("STACKRT_STATS", "1");
+                let o = run_within(cmd, Duration::from_secs(60), "sleepers");
+                let what = format!("{target} {mech} {workers} workers");
+                let err = text(&o.stderr);
+                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                assert_eq!(
+                    text(&o.stdout),
+                    "8 threads slept, sum 28, 8 asleep when the first woke\n",
+                    "{what}"
+                );
+                assert!(green_stat(&err, "hand-offs") >= 1, "{what}: {err}");
+            }
+        }
+        let exe = build("tests/green/sleepers.cm", dir.path(), "lookahead", target);
+        let mut cmd = Command::new(&exe);
+        cmd.args(["4", "100"])
+            .env("STACKRT_WORKERS", "1")
+            .env("STACKRT_SPARE_WORKERS", "0");
+        let o = run_within(cmd, Duration::from_secs(60), "sleepers without spares");
+        assert_eq!(
+            text(&o.stdout),
+            "4 threads slept, sum 6, 1 asleep when the first woke\n",
+            "{target}"
+        );
+        let mut cmd = Command::new(&exe);
+        cmd.args(["4", "100"])
+            .env("STACKRT_SCHED", "random:1")
+            .env("STACKRT_STATS", "1");
+        let o = run_within(cmd, Duration::from_secs(60), "sleepers, deterministic");
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{target}: {err}");
+        assert!(
+            text(&o.stdout).starts_with("4 threads slept, sum 6, "),
+            "{target}"
+        );
+        assert_eq!(green_stat(&err, "hand-offs"), 0, "{target}: {err}");
     }
 }

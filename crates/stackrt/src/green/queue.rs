@@ -6,7 +6,12 @@
 //!
 //! Each queue has its own lock, so workers contend only when one steals from another; the
 //! locks are held for a few queue operations, never across a context switch.
+//!
+//! Only the first [`RunQueues::set_live`] queues are looked at by steals and by the emptiness
+//! checks: the scheduler's spare worker slots (`super::sched::handoff`) have queues that stay
+//! out of every scan until their OS threads start.
 
+use core::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Release};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -22,21 +27,29 @@ pub enum Source {
 /// One FIFO queue per worker.
 pub struct RunQueues<T> {
     queues: Box<[Mutex<VecDeque<T>>]>,
+    /// Queues in use: `queues[..live]`.
+    live: AtomicUsize,
 }
 
 impl<T> RunQueues<T> {
-    /// Queues for `workers` workers (at least one).
-    pub fn new(workers: usize) -> Self {
+    /// Queues for `workers` workers (at least one), the first `live` of them in use.
+    pub fn new(workers: usize, live: usize) -> Self {
         RunQueues {
             queues: (0..workers.max(1))
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
+            live: AtomicUsize::new(live.clamp(1, workers.max(1))),
         }
     }
 
-    /// The number of workers.
+    /// The number of queues in use.
     pub fn workers(&self) -> usize {
-        self.queues.len()
+        self.live.load(Acquire)
+    }
+
+    /// Puts the first `n` queues in use (never fewer than before).
+    pub fn set_live(&self, n: usize) {
+        self.live.fetch_max(n.min(self.queues.len()), Release);
     }
 
     fn queue(&self, w: usize) -> std::sync::MutexGuard<'_, VecDeque<T>> {

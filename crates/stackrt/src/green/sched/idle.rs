@@ -51,7 +51,7 @@ impl Sched {
     /// Waits until some queue may have a thread. A pusher that sees no sleeper has its push
     /// seen by the sleeper's re-check (both sides fence between their write and their read).
     ///
-    /// When every worker is here with nothing queued, no thread runs and none can be woken
+    /// When every active worker is here with nothing queued and no worker is blocked in a call, no thread runs and none can be woken
     /// (wakes come from running threads): every alive thread waits for another, a deadlock,
     /// reported in one line (status 70) instead of hanging.
     pub(super) fn sleep(&self) {
@@ -59,7 +59,9 @@ impl Sched {
         let sleeping = self.sleepers.fetch_add(1, SeqCst) + 1;
         fence(SeqCst);
         if self.queues.is_empty() {
-            if sleeping == self.workers.len() {
+            // Every active worker sleeps and none is handed off (blocked in a call that will
+            // return): nothing can wake anyone.
+            if sleeping >= self.active.load(SeqCst) && self.handed.load(SeqCst) == 0 {
                 crate::base::diag::fail(
                     &format!(
                         "stackrt: deadlock: every green thread is blocked ({} alive, all \

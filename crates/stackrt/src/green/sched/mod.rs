@@ -33,6 +33,7 @@
 //! touches a thread-local.
 
 mod after;
+mod handoff;
 mod idle;
 pub mod libcall;
 mod prepare;
@@ -161,6 +162,8 @@ pub struct Worker {
     os_thread: AtomicUsize,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
+    /// Its role for the hand-off of blocking calls ([`handoff`]).
+    slot: handoff::Slot,
 }
 
 // SAFETY: each Worker is used by exactly one OS thread (its own); the array is shared only so
@@ -181,7 +184,15 @@ pub struct Sched {
     /// chunk needs a guard page below it, so the chunk runtime provides it).
     first_chunk_in_block: bool,
     queues: RunQueues<GreenPtr>,
+    /// `n_workers` workers and `spares` spare slots ([`handoff`]).
     workers: Box<[Worker]>,
+    n_workers: usize,
+    spares: usize,
+    /// Slots whose OS threads have started (`workers[..started]`).
+    started: AtomicUsize,
+    /// Active slots (kept at `n_workers`) and handed-off ones (blocked in a call).
+    active: AtomicUsize,
+    handed: AtomicUsize,
     idle: Mutex<()>,
     wake: Condvar,
     sleepers: AtomicUsize,
@@ -283,8 +294,13 @@ pub fn start(abi: u32) -> &'static Green {
     if det.is_none() && std::env::var_os("STACKRT_SCHED_TRACE").is_some() {
         fail("stackrt: STACKRT_SCHED_TRACE needs a deterministic STACKRT_SCHED (random:SEED, pct:SEED:DEPTH or replay:FILE)");
     }
-    // The deterministic mode runs every green thread on one worker.
+    // The deterministic mode runs every green thread on one worker, with no hand-off.
     let n = if det.is_some() { 1 } else { worker_count() };
+    let spares = if det.is_some() {
+        0
+    } else {
+        handoff::spare_bound()
+    };
     let lookahead = abi == crate::base::abi::ABI_LOOKAHEAD;
     let chunked =
         lookahead || abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE;
@@ -305,7 +321,7 @@ pub fn start(abi: u32) -> &'static Green {
     }
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
-    let mut workers: Box<[Worker]> = (0..n)
+    let mut workers: Box<[Worker]> = (0..n + spares)
         .map(|i| Worker {
             index: i,
             sched_sp: UnsafeCell::new(0),
@@ -319,6 +335,7 @@ pub fn start(abi: u32) -> &'static Green {
             tid: AtomicI32::new(0),
             os_thread: AtomicUsize::new(0),
             _sched_stack: None,
+            slot: handoff::Slot::new(i < n),
         })
         .collect();
     let top = sched_stack.top();
@@ -330,8 +347,13 @@ pub fn start(abi: u32) -> &'static Green {
         chunked,
         first_chunk_in_block: lookahead,
         heap,
-        queues: RunQueues::new(n),
+        queues: RunQueues::new(n + spares, n),
         workers,
+        n_workers: n,
+        spares,
+        started: AtomicUsize::new(n),
+        active: AtomicUsize::new(n),
+        handed: AtomicUsize::new(0),
         idle: Mutex::new(()),
         wake: Condvar::new(),
         sleepers: AtomicUsize::new(0),
@@ -390,9 +412,9 @@ pub fn start(abi: u32) -> &'static Green {
             ));
         }
     }
-    if let Some(slice) = slice {
+    if slice.is_some() || spares > 0 {
         let spawned = std::thread::Builder::new()
-            .name("stackrt-preempt".into())
+            .name("stackrt-monitor".into())
             .stack_size(64 * 1024)
             .spawn(move || s.monitor(slice));
         if let Err(e) = spawned {
@@ -517,27 +539,6 @@ fn worker_os_thread(i: usize) {
 }
 
 impl Sched {
-    /// The preemption monitor (its own OS thread, `lookahead` only): once per `slice`, every
-    /// worker that has run one thread for the whole slice, and is not blocked in a system
-    /// call, is asked to preempt it at its next checkpoint ([`preempt`]).
-    fn monitor(&self, slice: std::time::Duration) -> ! {
-        let mut seen = vec![0usize; self.workers.len()];
-        loop {
-            std::thread::sleep(slice);
-            if crate::chunk::global::under_memory_pressure() {
-                continue;
-            }
-            for (w, last) in self.workers.iter().zip(seen.iter_mut()) {
-                let tick = w.tick.load(Relaxed);
-                if tick % 2 == 1 && tick == *last && preempt::os_thread_running(w.tid.load(Relaxed))
-                {
-                    preempt::signal(w.os_thread.load(Relaxed) as libc::pthread_t);
-                }
-                *last = tick;
-            }
-        }
-    }
-
     fn worker_loop(&self, w: &Worker) -> ! {
         if let Some(d) = &self.det {
             loop {
@@ -555,6 +556,7 @@ impl Sched {
             }
         }
         loop {
+            self.check_role(w);
             match self.queues.pop(w.index) {
                 Some((g, source)) => {
                     if self.count_stats && matches!(source, Source::Stolen(_)) {
@@ -741,6 +743,11 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
         poison::disarm();
     }
     let w = this_worker();
+    if w.slot.role.load(Acquire) != handoff::ACTIVE {
+        // Handed off while its thread was in a call: back to the scheduler loop, which decides
+        // whether this worker goes on (`Sched::check_role`).
+        return switch_out(After::Yield, phase);
+    }
     let Some(GreenPtr(next)) = s.queues.pop_own(w.index) else {
         return Switched::Done;
     };
@@ -963,13 +970,13 @@ pub unsafe fn join_result(g: *const Green) -> usize {
 
 extern "C" fn print_stats_at_exit() {
     let Some(s) = SCHED.get() else { return };
-    let mut buf = crate::base::diag::StackBuf::<512>::new();
+    let mut buf = crate::base::diag::StackBuf::<640>::new();
     let st = &s.stats;
     let _ = core::fmt::write(
         &mut buf,
         format_args!(
-            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} fixed stacks mapped, {} preemptions\n",
-            s.workers.len(),
+            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} fixed stacks mapped, {} preemptions, {} hand-offs, {} worker OS threads at most\n",
+            s.n_workers,
             st.created.load(Relaxed),
             st.peak_alive.load(Relaxed),
             st.switches.load(Relaxed),
@@ -977,6 +984,8 @@ extern "C" fn print_stats_at_exit() {
             st.parks.load(Relaxed),
             s.fixed.mapped(),
             st.preemptions.load(Relaxed),
+            st.handoffs.load(Relaxed),
+            st.peak_os_workers.load(Relaxed).max(s.n_workers as u64),
         ),
     );
     buf.write_to_stderr();

@@ -12,4 +12,8 @@ pub struct GreenStats {
     pub parks: AtomicU64,
     /// Yields a preemption request forced at a checkpoint.
     pub preemptions: AtomicU64,
+    /// Workers handed off while their thread was blocked in a call, and the most worker OS
+    /// threads started (`super::handoff`).
+    pub handoffs: AtomicU64,
+    pub peak_os_workers: AtomicU64,
 }
