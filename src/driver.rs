@@ -209,6 +209,13 @@ fn assemble(target: Target, asm: &str) -> Result<Vec<u8>, DriverError> {
 
 fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError> {
     let program = front_end(path, opts.target)?;
+    let green = opts.threads == Threads::Green;
+    // The native back end reaches thread-locals through a call; it polls the program's flag.
+    let flag = if opts.backend == Backend::Native {
+        cmm_codegen::lower::PollFlag::Global
+    } else {
+        cmm_codegen::lower::PollFlag::ThreadLocal
+    };
     let mut lowered = if opts.race {
         // Reports name the file as the user knows it, without the directories it was
         // compiled from (`racy.cm:16:9`).
@@ -217,7 +224,13 @@ fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError>
             || path.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        cmm_codegen::lower::lower_program_race(&program, &name, &src)
+        if green {
+            cmm_codegen::lower::lower_program_green(&program, Some((&name, &src)), flag)
+        } else {
+            cmm_codegen::lower::lower_program_race(&program, &name, &src)
+        }
+    } else if green {
+        cmm_codegen::lower::lower_program_green(&program, None, flag)
     } else {
         cmm_codegen::lower_program(&program)
     };

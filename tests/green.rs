@@ -808,3 +808,39 @@ fn blocking_calls_hand_the_worker_on() {
         assert_eq!(green_stat(&err, "hand-offs"), 0, "{target}: {err}");
     }
 }
+
+/// Two green threads spin in `while (flag == 0) n = n + 1;`, a loop that makes no call, and a
+/// third sets `flag` (tests/green/spin.cm): the spinners hold every worker, so the program
+/// ends only if they are preempted at their loop head (before the polls it never ended with
+/// two workers). Every mechanism, both targets, one and two workers, and seeded deterministic
+/// runs, whose polls are decisions. The expected line is gcc's with the oracle's thread
+/// library.
+#[test]
+fn loops_without_calls_are_preempted_under_every_mechanism() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = "flag 1, both spinners saw it\n";
+    for target in TARGETS {
+        for mech in ALL_MECHS {
+            let exe = build("tests/green/spin.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&exe);
+                cmd.env("STACKRT_WORKERS", workers)
+                    .env("STACKRT_STATS", "1");
+                let o = run_within(cmd, Duration::from_secs(60), "spin");
+                let what = format!("{target} {mech} {workers} workers");
+                let err = text(&o.stderr);
+                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                assert_eq!(text(&o.stdout), want, "{what}");
+                assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+            }
+            for seed in ["1", "2", "3"] {
+                let mut cmd = Command::new(&exe);
+                cmd.env("STACKRT_SCHED", format!("random:{seed}"));
+                let o = run_within(cmd, Duration::from_secs(60), "spin, deterministic");
+                let what = format!("{target} {mech} seed {seed}");
+                assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o.stderr));
+                assert_eq!(text(&o.stdout), want, "{what}");
+            }
+        }
+    }
+}

@@ -193,6 +193,9 @@ pub enum DataKind {
     },
     /// Pointer-sized little-endian words (the `--race` globals table, `crate::race`).
     Words(Vec<DataWord>),
+    /// Not defined by the program: a thread-local symbol of the runtime that compiled code
+    /// reads (`PREEMPT_TLS_SYMBOL`); back ends emit nothing for it.
+    ImportedTls,
 }
 
 /// One pointer-sized word of [`DataKind::Words`].
@@ -255,15 +258,61 @@ fn extern_signature(e: &typed::Extern, ptr: ir::Type) -> Signature {
 
 /// Lowers a whole typed program. Never fails: the typed program's invariants are relied upon.
 pub fn lower_program(p: &typed::Program) -> LoweredProgram {
-    lower(p, None)
+    lower(p, None, None)
 }
+
+/// Lowers a whole typed program for green threads (`cmm compile --threads green`): as
+/// [`lower_program`] (or [`lower_program_race`] with `race = Some((file, src))`), plus a
+/// preemption poll at the head of every loop (see [`PREEMPT_FLAG_SYMBOL`]). The driver also
+/// marks the result ([`mark_green_threads`]).
+pub fn lower_program_green(
+    p: &typed::Program,
+    race: Option<(&str, &str)>,
+    flag: PollFlag,
+) -> LoweredProgram {
+    lower(
+        p,
+        race.map(|(file, src)| race::Sites::new(file, src)),
+        Some(flag),
+    )
+}
+
+/// Which flag the loop heads of a green-threads program poll (see [`PREEMPT_POINT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollFlag {
+    /// The runtime's thread-local [`PREEMPT_TLS_SYMBOL`] (the emission stage: one
+    /// `fs:`/`gs:`-relative load), set by the monitor for one worker's thread only.
+    ThreadLocal,
+    /// The program's [`PREEMPT_FLAG_SYMBOL`], one for all workers (Cranelift's native back end,
+    /// whose thread-local access is a call); while it is set every thread takes the call.
+    Global,
+}
+
+/// The writable `u32` a green-threads program compiled by the native back end defines (mirrors
+/// `stackrt::base::abi::PREEMPT_FLAG_SYMBOL`): every loop head loads it, and when it is not 0
+/// calls [`PREEMPT_POINT`], so a loop that makes no call can still be preempted. The runtime's
+/// monitor sets it when a worker ran one thread for a whole time slice (Go's preemption of
+/// tight loops, golang/go#10958, by asynchronous signals since 1.14; here by polls: one load
+/// and a branch per iteration), and the deterministic mode keeps it set so that spin-waits
+/// are decisions of the seed.
+pub const PREEMPT_FLAG_SYMBOL: &str = "__cmm_preempt";
+
+/// The runtime's thread-local `u32` that the emission stage's loop heads poll instead (mirrors
+/// `stackrt::base::abi::PREEMPT_TLS_SYMBOL`): each worker OS thread has its own, so a request
+/// for one worker's thread costs the others nothing.
+pub const PREEMPT_TLS_SYMBOL: &str = "stackrt_preempt_tls";
+
+/// The runtime's preemption point, called from a loop head when [`PREEMPT_FLAG_SYMBOL`] is
+/// set (mirrors `stackrt::base::abi::PREEMPT_POINT`). A thread-library function: under
+/// `lookahead` it goes through the library stub like `sthread_yield`.
+pub const PREEMPT_POINT: &str = "sthread_preempt_point";
 
 /// Lowers a whole typed program for `cmm compile --race` (see [`crate::race`]): every access
 /// that may touch shared memory calls the runtime's race detector first, with its site in
 /// `src` (named `file` in reports). Without `--race` the driver calls [`lower_program`], which
 /// adds nothing.
 pub fn lower_program_race(p: &typed::Program, file: &str, src: &str) -> LoweredProgram {
-    lower(p, Some(race::Sites::new(file, src)))
+    lower(p, Some(race::Sites::new(file, src)), None)
 }
 
 /// The state of `--race` lowering: the sites so far and the extern indices of the entries.
@@ -273,7 +322,11 @@ struct RaceLowering {
     write: u32,
 }
 
-fn lower(p: &typed::Program, race_sites: Option<race::Sites>) -> LoweredProgram {
+fn lower(
+    p: &typed::Program,
+    race_sites: Option<race::Sites>,
+    polls: Option<PollFlag>,
+) -> LoweredProgram {
     let ptr = if p.target.pointer_size == 4 {
         types::I32
     } else {
@@ -364,6 +417,37 @@ fn lower(p: &typed::Program, race_sites: Option<race::Sites>) -> LoweredProgram 
         });
     }
 
+    let poll = polls.map(|flag| {
+        let d = data.len() as u32;
+        data.push(match flag {
+            PollFlag::Global => DataObject {
+                symbol: PREEMPT_FLAG_SYMBOL.to_string(),
+                exported: true,
+                writable: true,
+                size: 4,
+                align: 4,
+                kind: DataKind::Zeroed,
+            },
+            PollFlag::ThreadLocal => DataObject {
+                symbol: PREEMPT_TLS_SYMBOL.to_string(),
+                exported: false,
+                writable: true,
+                size: 4,
+                align: 4,
+                kind: DataKind::ImportedTls,
+            },
+        });
+        let e = externs.len() as u32;
+        externs.push(ExternDecl {
+            name: PREEMPT_POINT.to_string(),
+            signature: Signature::new(CallConv::SystemV),
+            variadic: false,
+            c_params: Vec::new(),
+            c_ret: CType::Void,
+        });
+        (d, e, flag)
+    });
+
     let mut lowered = LoweredProgram {
         pointer_type: ptr,
         functions: Vec::new(),
@@ -390,6 +474,8 @@ fn lower(p: &typed::Program, race_sites: Option<race::Sites>) -> LoweredProgram 
                 funcs: HashMap::new(),
                 gvs: HashMap::new(),
                 race: race_state.take(),
+                poll,
+                cold_polls: Vec::new(),
             };
             fl.lower_body();
             fl.b.finalize(frontend_config(ptr));
@@ -485,6 +571,12 @@ struct FnLower<'a, 'b> {
     gvs: HashMap<u32, GlobalValue>,
     /// `--race`: the sites and entries; `None` lowers exactly as without the flag.
     race: Option<RaceLowering>,
+    /// Green threads: the data index of the polled flag, the extern index of
+    /// [`PREEMPT_POINT`] and which flag it is, for the poll at every loop head.
+    poll: Option<(u32, u32, PollFlag)>,
+    /// The polls' calls, each with the block it returns to: placed after the function's
+    /// body, off the loops' straight-line path.
+    cold_polls: Vec<(ir::Block, ir::Block)>,
 }
 
 /// Whether an access to `pl` may touch memory another thread can reach: not when it is the
@@ -572,6 +664,7 @@ impl FnLower<'_, '_> {
         }
         // Falling off the end: return 0 (or nothing).
         self.default_return();
+        self.place_cold_polls();
         self.b.seal_all_blocks();
     }
 
@@ -618,6 +711,7 @@ impl FnLower<'_, '_> {
                 let exit = self.b.create_block();
                 self.b.ins().jump(header, &[]);
                 self.b.switch_to_block(header);
+                self.preempt_poll();
                 self.branch(cond, body_bb, exit);
                 self.b.switch_to_block(body_bb);
                 self.loop_body(body, header, exit);
@@ -630,6 +724,7 @@ impl FnLower<'_, '_> {
                 let exit = self.b.create_block();
                 self.b.ins().jump(body_bb, &[]);
                 self.b.switch_to_block(body_bb);
+                self.preempt_poll();
                 self.loop_body(body, cond_bb, exit);
                 self.b.ins().jump(cond_bb, &[]);
                 self.b.switch_to_block(cond_bb);
@@ -651,6 +746,7 @@ impl FnLower<'_, '_> {
                 let exit = self.b.create_block();
                 self.b.ins().jump(header, &[]);
                 self.b.switch_to_block(header);
+                self.preempt_poll();
                 match cond {
                     Some(c) => self.branch(c, body_bb, exit),
                     None => {
@@ -757,6 +853,57 @@ impl FnLower<'_, '_> {
         });
         self.gvs.insert(index, gv);
         gv
+    }
+
+    /// Green threads: at a loop head, calls the runtime's preemption point when its flag is
+    /// set (see [`PREEMPT_FLAG_SYMBOL`]); the call sits in a block of its own, off the loop's
+    /// path.
+    fn preempt_poll(&mut self) {
+        let Some((d, _, kind)) = self.poll else {
+            return;
+        };
+        let addr = match kind {
+            PollFlag::Global => self.data_addr(d),
+            PollFlag::ThreadLocal => {
+                let gv = self.data_gv(d);
+                self.b.func.global_values[gv] = match self.b.func.global_values[gv].clone() {
+                    GlobalValueData::Symbol {
+                        name,
+                        offset,
+                        colocated,
+                        ..
+                    } => GlobalValueData::Symbol {
+                        name,
+                        offset,
+                        colocated,
+                        tls: true,
+                    },
+                    other => other,
+                };
+                self.b.ins().tls_value(self.ptr, gv)
+            }
+        };
+        let flag = self.b.ins().load(types::I32, mem(), addr, 0);
+        let call_bb = self.b.create_block();
+        let cont = self.b.create_block();
+        self.b.set_cold_block(call_bb);
+        self.b.ins().brif(flag, call_bb, &[], cont, &[]);
+        self.b.switch_to_block(cont);
+        self.cold_polls.push((call_bb, cont));
+    }
+
+    /// The polls' calls (see [`FnLower::preempt_poll`]), after the function's body.
+    fn place_cold_polls(&mut self) {
+        let Some((_, e, _)) = self.poll else {
+            return;
+        };
+        for (call_bb, cont) in std::mem::take(&mut self.cold_polls) {
+            self.b.switch_to_block(call_bb);
+            let sig = self.lp.externs[e as usize].signature.clone();
+            let f = self.func_ref(self.p.functions.len() as u32 + e, sig);
+            self.b.ins().call(f, &[]);
+            self.b.ins().jump(cont, &[]);
+        }
     }
 
     fn data_addr(&mut self, index: u32) -> Value {
@@ -1234,6 +1381,15 @@ pub fn is_green_threads(p: &LoweredProgram) -> bool {
 #[cfg(test)]
 mod thread_model_tests {
     use super::*;
+
+    #[test]
+    fn preemption_poll_symbols_are_the_runtimes() {
+        // Mirrored in stackrt::base::abi::PREEMPT_FLAG_SYMBOL / PREEMPT_TLS_SYMBOL /
+        // PREEMPT_POINT (checked there too).
+        assert_eq!(PREEMPT_FLAG_SYMBOL, "__cmm_preempt");
+        assert_eq!(PREEMPT_TLS_SYMBOL, "stackrt_preempt_tls");
+        assert_eq!(PREEMPT_POINT, "sthread_preempt_point");
+    }
 
     #[test]
     fn green_threads_mark_is_the_runtimes_symbol() {

@@ -173,14 +173,17 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
     // Data objects, in IR index order.
     let mut data_ids = Vec::new();
     for d in &p.data {
-        let linkage = if d.exported {
+        let imported = d.kind == DataKind::ImportedTls;
+        let linkage = if imported {
+            Linkage::Import
+        } else if d.exported {
             Linkage::Export
         } else {
             Linkage::Local
         };
         data_ids.push(
             module
-                .declare_data(&d.symbol, linkage, d.writable, false)
+                .declare_data(&d.symbol, linkage, d.writable, imported)
                 .map_err(module_err)?,
         );
     }
@@ -235,6 +238,9 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
 
     // Data.
     for (d, id) in p.data.iter().zip(&data_ids) {
+        if d.kind == DataKind::ImportedTls {
+            continue;
+        }
         let mut desc = DataDescription::new();
         desc.set_align(u64::from(d.align));
         match &d.kind {
@@ -259,6 +265,7 @@ pub fn compile_native(p: &LoweredProgram, want_disasm: bool) -> Result<NativeOut
                 }
                 desc.define(bytes.into_boxed_slice());
             }
+            DataKind::ImportedTls => {}
         }
         module.define_data(*id, &desc).map_err(module_err)?;
     }

@@ -6,6 +6,9 @@
 //! // <expected assembly of the functions, one line per comment line>
 //! ```
 //!
+//! `threads=green` in the marker lowers the program for green threads (loop-head preemption
+//! polls, C calls through the handler stack under `lookahead`).
+//!
 //! The expected text is the functions' part of the emitted assembly (from each function's
 //! `# C-- function` header up to its `.size` line), so prologues, epilogues and call sequences
 //! are compared exactly. `CMM_BLESS=1` rewrites the blocks from the current output (review the
@@ -22,18 +25,21 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/emit")
 }
 
-fn parse_config(line: &str) -> Option<(MechKind, Target)> {
+fn parse_config(line: &str) -> Option<(MechKind, Target, bool)> {
     let mut mech = None;
     let mut target = None;
+    let mut green = false;
     for word in line.trim_start_matches(MARKER).split_whitespace() {
         match word.split_once('=')? {
             ("mech", m) => mech = MechKind::from_name(m),
             ("target", "i686") => target = Some(Target::I686),
             ("target", "x86_64") => target = Some(Target::X86_64),
+            ("threads", "green") => green = true,
+            ("threads", "os") => green = false,
             _ => return None,
         }
     }
-    Some((mech?, target?))
+    Some((mech?, target?, green))
 }
 
 fn target_name(t: Target) -> &'static str {
@@ -44,13 +50,23 @@ fn target_name(t: Target) -> &'static str {
 }
 
 /// The functions' text of the emitted assembly.
-fn functions_text(src: &str, mech: MechKind, target: Target) -> String {
+fn functions_text(src: &str, mech: MechKind, target: Target, green: bool) -> String {
     let info = match target {
         Target::I686 => TargetInfo::I686,
         Target::X86_64 => TargetInfo::X86_64,
     };
     let typed = cmm_front::check_rendered("test.cm", src, info).expect("valid C--");
-    let lowered = cmm_codegen::lower_program(&typed);
+    let lowered = if green {
+        let mut l = cmm_codegen::lower::lower_program_green(
+            &typed,
+            None,
+            cmm_codegen::lower::PollFlag::ThreadLocal,
+        );
+        cmm_codegen::lower::mark_green_threads(&mut l);
+        l
+    } else {
+        cmm_codegen::lower_program(&typed)
+    };
     let asm = emit_program(&lowered, &EmitOptions { target, mech }).expect("emits");
     let mut out = Vec::new();
     let mut inside = false;
@@ -124,9 +140,9 @@ fn emitted_sequences_match_the_expectations() {
         let mut blessed = source.trim_end().to_string();
         blessed.push('\n');
         for (cfg, want) in &blocks {
-            let (mech, target) = parse_config(cfg)
+            let (mech, target, green) = parse_config(cfg)
                 .unwrap_or_else(|| panic!("{}: bad marker {cfg:?}", file.display()));
-            let got = functions_text(&source, mech, target);
+            let got = functions_text(&source, mech, target, green);
             if got.trim_end() != want.trim_end() {
                 failures.push(format!(
                     "{} [{cfg}]:\n--- want\n{want}\n--- got\n{got}",

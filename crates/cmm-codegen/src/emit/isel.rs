@@ -105,6 +105,8 @@ enum BaseV {
     Reg(VReg),
     Slot(u32),
     Sym(String),
+    /// A thread-local symbol of the runtime (local-exec; `tls_value`).
+    Tls(String),
 }
 
 /// The comparison a branch or select tests.
@@ -481,6 +483,7 @@ impl<'a> Isel<'a> {
             | Opcode::F64const
             | Opcode::StackAddr
             | Opcode::SymbolValue
+            | Opcode::TlsValue
             | Opcode::FuncAddr
             | Opcode::Icmp
             | Opcode::Fcmp => true,
@@ -697,10 +700,17 @@ impl<'a> Isel<'a> {
                         disp: disp + i64::from(i32::from(offset)),
                     });
                 }
-                InstructionData::UnaryGlobalValue { global_value, .. } => {
+                InstructionData::UnaryGlobalValue {
+                    opcode,
+                    global_value,
+                } => {
                     let (sym, off) = self.global_symbol(global_value)?;
                     return Ok(AddrV {
-                        base: BaseV::Sym(sym),
+                        base: if opcode == Opcode::TlsValue {
+                            BaseV::Tls(sym)
+                        } else {
+                            BaseV::Sym(sym)
+                        },
                         index: None,
                         disp: disp + off,
                     });
@@ -786,6 +796,7 @@ impl<'a> Isel<'a> {
             BaseV::Reg(r) => Base::Reg(o.reg(*r)),
             BaseV::Slot(s) => Base::Slot(*s),
             BaseV::Sym(s) => Base::Sym(s.clone()),
+            BaseV::Tls(s) => Base::Tls(s.clone()),
         };
         let index = a.index.map(|(r, s)| (o.reg(r), s));
         if !fits(disp) {

@@ -276,6 +276,9 @@ pub(crate) fn emit_data(
     out.push_str(".Lcmm_sign_mask:\n\t.quad 0x8000000000000000, 0\n");
     out.push_str(rodata);
     for d in &p.data {
+        if d.kind == DataKind::ImportedTls {
+            continue;
+        }
         let section = if d.writable {
             match d.kind {
                 DataKind::Zeroed => ".bss",
@@ -330,6 +333,7 @@ pub(crate) fn emit_data(
                     }
                 }
             }
+            DataKind::ImportedTls => {}
         }
     }
     out.push_str("\t.section .rodata\n\t.globl __cmm_abi\n\t.p2align 2\n");

@@ -430,6 +430,19 @@ impl<'a> Printer<'a> {
         let aw = self.word();
         let mut parts: Vec<String> = Vec::new();
         let mut disp = i64::from(a.disp);
+        if let Base::Tls(s) = &a.base {
+            if a.index.is_some() {
+                return Err(format!("an indexed address of the thread-local {s}"));
+            }
+            let (seg, reloc) = match self.target {
+                Target::X86_64 => ("fs", "tpoff"),
+                Target::I686 => ("gs", "ntpoff"),
+            };
+            return Ok(match disp {
+                0 => format!("{seg}:[{s}@{reloc}]"),
+                d => format!("{seg}:[{s}@{reloc} + {d}]"),
+            });
+        }
         match &a.base {
             Base::None => {}
             Base::Reg(o) => parts.push(self.reg(allocs[*o as usize], aw)?.to_string()),
@@ -437,6 +450,8 @@ impl<'a> Printer<'a> {
                 parts.push(self.target.sp().to_string());
                 disp += i64::from(self.spill_bytes + off + self.bottom + self.depth);
             }
+            // Returned above.
+            Base::Tls(_) => {}
             Base::Sym(s) => {
                 if self.target == Target::X86_64 && a.index.is_none() {
                     parts.push("rip".into());

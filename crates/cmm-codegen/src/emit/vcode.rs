@@ -129,6 +129,10 @@ pub enum Base {
     Slot(u32),
     /// A symbol's absolute address (`-no-pie`).
     Sym(String),
+    /// A thread-local symbol defined in the executable (the runtime's), local-exec:
+    /// `fs:[sym@tpoff]` on x86-64, `gs:[sym@ntpoff]` on i686. Only in a load or store, without
+    /// an index: `lea` ignores the segment.
+    Tls(String),
 }
 
 /// `base + index * scale + disp`.

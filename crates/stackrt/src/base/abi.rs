@@ -91,6 +91,20 @@ pub const THREADS_SYMBOL: &str = "__cmm_threads";
 /// `__cmm_threads` value of `--threads green`.
 pub const THREADS_GREEN: u32 = 1;
 
+/// The writable `u32` a green-threads program defines and polls at every loop head (mirrors
+/// `cmm_codegen::lower::PREEMPT_FLAG_SYMBOL`): while it is not 0, loop heads call
+/// [`PREEMPT_POINT`] (`crate::green::sched`'s preemption by polls).
+pub const PREEMPT_FLAG_SYMBOL: &str = "__cmm_preempt";
+
+/// The thread-local `u32` of every OS thread that the emission stage's loop heads poll
+/// instead of [`PREEMPT_FLAG_SYMBOL`] (mirrors `cmm_codegen::lower::PREEMPT_TLS_SYMBOL`;
+/// defined in `crate::green::sched`'s polls).
+pub const PREEMPT_TLS_SYMBOL: &str = "stackrt_preempt_tls";
+
+/// The thread-library function loop heads call while their flag is set (mirrors
+/// `cmm_codegen::lower::PREEMPT_POINT`).
+pub const PREEMPT_POINT: &str = "sthread_preempt_point";
+
 /// The tables a program compiled with `--race` defines (`cmm_codegen::race`, module docs:
 /// sites, strings, globals); their presence turns the race detector on.
 pub const RACE_SITES_SYMBOL: &str = "__cmm_race_sites";
@@ -158,6 +172,15 @@ mod tests {
         assert_eq!(CHUNK_SIZE_SYMBOL, "__cmm_chunk_size");
         assert_eq!(THREADS_SYMBOL, "__cmm_threads");
         assert_eq!(THREADS_GREEN, 1);
+    }
+
+    #[test]
+    fn preemption_poll_symbols_are_the_compilers() {
+        // Mirrored in cmm_codegen::lower (checked there too); the flag is referenced by name in
+        // `base::program`'s weak references, the point defined in `crate::threads`.
+        assert_eq!(PREEMPT_FLAG_SYMBOL, "__cmm_preempt");
+        assert_eq!(PREEMPT_TLS_SYMBOL, "stackrt_preempt_tls");
+        assert_eq!(PREEMPT_POINT, "sthread_preempt_point");
     }
 
     #[test]

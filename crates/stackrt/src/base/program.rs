@@ -68,6 +68,21 @@ pub fn program_threads() -> u32 {
 }
 
 weak_symbol!(
+    /// Address of `__cmm_preempt` (programs compiled with `--threads green`: see
+    /// `crate::base::abi::PREEMPT_FLAG_SYMBOL`), or 0.
+    fn preempt_symbol => "__cmm_preempt", stackrt_preempt_ref
+);
+
+/// The program's preemption-poll flag (`__cmm_preempt`), if it defines one: a `u32` its loop
+/// heads read, written here with atomic stores.
+pub fn preempt_flag() -> Option<&'static core::sync::atomic::AtomicU32> {
+    let p = preempt_symbol();
+    // SAFETY: a non-zero address is the program's writable, 4-aligned u32, which lives as
+    // long as the program and is written only through this atomic view.
+    (p != 0).then(|| unsafe { &*(p as *const core::sync::atomic::AtomicU32) })
+}
+
+weak_symbol!(
     /// Address of `__cmm_race_sites` (programs compiled with `--race`), or 0.
     pub fn race_sites => "__cmm_race_sites", stackrt_race_sites_ref
 );

@@ -25,10 +25,10 @@
 //! monitor sends nothing and a request already made is dropped: the running threads finish
 //! and give their chunks back.
 //!
-//! Only checkpoints are preemption points: a loop that makes no checkpoint call (in
-//! `lookahead`, only calls on cycles of the call graph, and calls whose reserve does not fit
-//! the rest of a chunk, are checkpoints) keeps its worker until it calls the thread library.
-//! The fixed-stack conventions have no checkpoints and are not preempted.
+//! Checkpoints are the calls on cycles of the call graph and calls whose reserve does not fit
+//! the rest of a chunk; loops are preempted at their heads instead, under every mechanism
+//! (`super::sched::polls`, asked by the same monitor round): this file's signal is what
+//! reaches a recursion.
 //!
 //! # Deterministic mode
 //! Under `STACKRT_SCHED` no monitor runs (time is not reproducible); instead every entry of
@@ -88,8 +88,12 @@ pub enum Preemption {
     Off,
     /// Every checkpoint that enters the runtime is a decision of the deterministic scheduler.
     Deterministic,
-    /// A monitor poisons a thread's chunk limit after each slice it ran.
+    /// A monitor poisons a thread's chunk limit after each slice it ran (and asks its loops
+    /// to yield, as under [`Preemption::Polls`]).
     Slice(Duration),
+    /// A monitor asks a thread that ran for a whole slice to yield at its next loop head
+    /// (`super::sched::polls`); no checkpoints (the mechanisms other than `lookahead`).
+    Polls(Duration),
 }
 
 /// Sets preemption up for a program whose threads run on chunks (`chunked`) or not, with or
@@ -107,17 +111,21 @@ pub fn configure(chunked: bool, det: bool) -> Preemption {
         }),
         Err(_) => Some(DEFAULT_SLICE),
     };
-    if !chunked {
-        return Preemption::Off;
-    }
     if det {
-        return Preemption::Deterministic;
+        return if chunked {
+            Preemption::Deterministic
+        } else {
+            Preemption::Off
+        };
     }
     let Some(slice) = slice else {
         return Preemption::Off;
     };
+    if !chunked {
+        return Preemption::Polls(slice);
+    }
     let Some((begin, end)) = crate::base::program::code_range() else {
-        return Preemption::Off;
+        return Preemption::Polls(slice);
     };
     CODE_BEGIN.store(begin, Relaxed);
     CODE_END.store(end, Relaxed);
@@ -130,7 +138,7 @@ pub fn configure(chunked: bool, det: bool) -> Preemption {
     // SAFETY: the handler only reads its context and TLS and writes one header word
     // (async-signal-safe); it runs on the worker's alternate stack.
     if unsafe { sigaction(PREEMPT_SIGNAL, &action) }.is_err() {
-        return Preemption::Off;
+        return Preemption::Polls(slice);
     }
     Preemption::Slice(slice)
 }

@@ -251,6 +251,21 @@ pub extern "C" fn sthread_yield() {
     }
 }
 
+/// The preemption point of green threads' loops (`crate::base::abi::PREEMPT_POINT`): compiled
+/// loop heads call it while the program's poll flag is set; the running thread yields if its
+/// worker was asked to preempt it, or the deterministic mode decides. Never called under OS
+/// threads (their programs have no polls); does nothing there.
+#[no_mangle]
+pub extern "C" fn sthread_preempt_point() {
+    if green::enabled() {
+        // Phase 1 of a call the library stub repeats: it yielded.
+        let (phase, _kept) = green::libcall::lib_entry();
+        if phase == 0 {
+            let _ = green::poll_point(1);
+        }
+    }
+}
+
 /// Creates a mutex (a `pthread_mutex_t` on the heap, or a green mutex under green threads; it
 /// never moves).
 #[no_mangle]

@@ -150,7 +150,8 @@ impl Sched {
     }
 
     /// Asks every active worker that has run the same thread since the last round, and is
-    /// running (not blocked in a system call), to preempt it.
+    /// running (not blocked in a system call), to preempt it: at its next loop head, and under
+    /// `lookahead` also at its next checkpoint.
     fn preempt_round(&self, seen: &mut [usize]) {
         for (w, last) in self.workers.iter().zip(seen.iter_mut()) {
             let tick = w.tick.load(Relaxed);
@@ -159,7 +160,10 @@ impl Sched {
                 && w.slot.role.load(Acquire) == ACTIVE
                 && preempt::os_thread_running(w.tid.load(Relaxed))
             {
-                preempt::signal(w.os_thread.load(Relaxed) as libc::pthread_t);
+                self.request_poll(w);
+                if self.poisons {
+                    preempt::signal(w.os_thread.load(Relaxed) as libc::pthread_t);
+                }
             }
             *last = tick;
         }

@@ -36,9 +36,11 @@ mod after;
 mod handoff;
 mod idle;
 pub mod libcall;
+mod polls;
 mod prepare;
 mod stats;
 
+pub use polls::poll_point;
 pub use stats::GreenStats;
 
 use core::cell::{Cell, UnsafeCell};
@@ -164,6 +166,10 @@ pub struct Worker {
     _sched_stack: Option<Stack>,
     /// Its role for the hand-off of blocking calls ([`handoff`]).
     slot: handoff::Slot,
+    /// The monitor asked its thread to yield at the next loop head ([`polls`]): through the
+    /// program's flag, and through the worker OS thread's own flag at this address.
+    poll_request: AtomicBool,
+    poll_flag: AtomicUsize,
 }
 
 // SAFETY: each Worker is used by exactly one OS thread (its own); the array is shared only so
@@ -193,6 +199,13 @@ pub struct Sched {
     /// Active slots (kept at `n_workers`) and handed-off ones (blocked in a call).
     active: AtomicUsize,
     handed: AtomicUsize,
+    /// The monitor also poisons chunk limits (`lookahead`, [`preempt`]).
+    poisons: bool,
+    /// Workers asked to yield at a loop head that have not yet ([`polls`]).
+    poll_pending: AtomicUsize,
+    /// Loop-head polls of the deterministic mode, which decides at every
+    /// [`polls::DET_POLL_EVERY`]th.
+    det_polls: AtomicUsize,
     idle: Mutex<()>,
     wake: Condvar,
     sleepers: AtomicUsize,
@@ -304,16 +317,17 @@ pub fn start(abi: u32) -> &'static Green {
     let lookahead = abi == crate::base::abi::ABI_LOOKAHEAD;
     let chunked =
         lookahead || abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE;
-    let slice = match preempt::configure(lookahead, det.is_some()) {
-        Preemption::Off => None,
+    let (slice, poisons) = match preempt::configure(lookahead, det.is_some()) {
+        Preemption::Off => (None, false),
         Preemption::Deterministic => {
             poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
-            None
+            (None, false)
         }
         Preemption::Slice(d) => {
             poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
-            Some(d)
+            (Some(d), true)
         }
+        Preemption::Polls(d) => (Some(d), false),
     };
     let heap = abi == crate::base::abi::ABI_HEAP || abi == crate::base::abi::ABI_HEAP_MALLOC;
     if heap {
@@ -336,6 +350,8 @@ pub fn start(abi: u32) -> &'static Green {
             os_thread: AtomicUsize::new(0),
             _sched_stack: None,
             slot: handoff::Slot::new(i < n),
+            poll_request: AtomicBool::new(false),
+            poll_flag: AtomicUsize::new(0),
         })
         .collect();
     let top = sched_stack.top();
@@ -354,6 +370,9 @@ pub fn start(abi: u32) -> &'static Green {
         started: AtomicUsize::new(n),
         active: AtomicUsize::new(n),
         handed: AtomicUsize::new(0),
+        poisons,
+        poll_pending: AtomicUsize::new(0),
+        det_polls: AtomicUsize::new(0),
         idle: Mutex::new(()),
         wake: Condvar::new(),
         sleepers: AtomicUsize::new(0),
@@ -371,6 +390,7 @@ pub fn start(abi: u32) -> &'static Green {
     let s = sched();
     ENABLED.store(true, Relaxed);
     if let Some(d) = &s.det {
+        polls::deterministic();
         lock_det(d).created(0);
         // SAFETY: registering a plain extern "C" function with no arguments.
         unsafe { libc::atexit(flush_trace_at_exit) };
@@ -433,6 +453,7 @@ impl Worker {
         self.os_thread
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
         poison::thread_init();
+        polls::register_flag(self);
     }
 
     /// Counts `by` switches in [`Worker::tick`] (only the worker's own thread writes it).
@@ -556,6 +577,7 @@ impl Sched {
             }
         }
         loop {
+            self.drop_poll_request(w);
             self.check_role(w);
             match self.queues.pop(w.index) {
                 Some((g, source)) => {
