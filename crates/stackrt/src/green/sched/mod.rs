@@ -402,7 +402,7 @@ pub fn start(abi: u32) -> &'static Green {
         s.stats.created.store(1, Relaxed);
         s.stats.peak_alive.store(1, Relaxed);
         // SAFETY: registering a plain extern "C" function with no arguments.
-        unsafe { libc::atexit(print_stats_at_exit) };
+        unsafe { libc::atexit(stats::print_stats_at_exit) };
     }
     let main = Box::leak(Box::new(Green::new(0, 0, 0, 0, crate::race::current())));
     main.started.set(true);
@@ -988,27 +988,4 @@ pub unsafe fn join_result(g: *const Green) -> usize {
         drop(Box::from_raw(g.cast_mut()));
         r
     }
-}
-
-extern "C" fn print_stats_at_exit() {
-    let Some(s) = SCHED.get() else { return };
-    let mut buf = crate::base::diag::StackBuf::<640>::new();
-    let st = &s.stats;
-    let _ = core::fmt::write(
-        &mut buf,
-        format_args!(
-            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} fixed stacks mapped, {} preemptions, {} hand-offs, {} worker OS threads at most\n",
-            s.n_workers,
-            st.created.load(Relaxed),
-            st.peak_alive.load(Relaxed),
-            st.switches.load(Relaxed),
-            st.steals.load(Relaxed),
-            st.parks.load(Relaxed),
-            s.fixed.mapped(),
-            st.preemptions.load(Relaxed),
-            st.handoffs.load(Relaxed),
-            st.peak_os_workers.load(Relaxed).max(s.n_workers as u64),
-        ),
-    );
-    buf.write_to_stderr();
 }

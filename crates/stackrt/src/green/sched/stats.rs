@@ -1,6 +1,8 @@
-//! The green threads' counters (`STACKRT_STATS=1`; `super::print_stats_at_exit` prints them).
+//! The green threads' counters (`STACKRT_STATS=1`) and their line at exit ([`print_stats_at_exit`]).
 
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use super::SCHED;
 
 /// Counters of `STACKRT_STATS=1`.
 #[derive(Default)]
@@ -16,4 +18,28 @@ pub struct GreenStats {
     /// threads started (`super::handoff`).
     pub handoffs: AtomicU64,
     pub peak_os_workers: AtomicU64,
+}
+
+/// Prints the green threads' line of `STACKRT_STATS=1` (registered with `atexit`).
+pub(super) extern "C" fn print_stats_at_exit() {
+    let Some(s) = SCHED.get() else { return };
+    let mut buf = crate::base::diag::StackBuf::<640>::new();
+    let st = &s.stats;
+    let _ = core::fmt::write(
+        &mut buf,
+        format_args!(
+            "stackrt: green threads: {} workers, {} created, {} peak alive, {} switches, {} steals, {} parks, {} fixed stacks mapped, {} preemptions, {} hand-offs, {} worker OS threads at most\n",
+            s.n_workers,
+            st.created.load(Relaxed),
+            st.peak_alive.load(Relaxed),
+            st.switches.load(Relaxed),
+            st.steals.load(Relaxed),
+            st.parks.load(Relaxed),
+            s.fixed.mapped(),
+            st.preemptions.load(Relaxed),
+            st.handoffs.load(Relaxed),
+            st.peak_os_workers.load(Relaxed).max(s.n_workers as u64),
+        ),
+    );
+    buf.write_to_stderr();
 }
