@@ -32,8 +32,13 @@ pub struct RunQueues<T> {
 }
 
 impl<T> RunQueues<T> {
+    /// Queues for `workers` workers (at least one), all in use.
+    pub fn new(workers: usize) -> Self {
+        Self::with_live(workers, workers)
+    }
+
     /// Queues for `workers` workers (at least one), the first `live` of them in use.
-    pub fn new(workers: usize, live: usize) -> Self {
+    pub fn with_live(workers: usize, live: usize) -> Self {
         RunQueues {
             queues: (0..workers.max(1))
                 .map(|_| Mutex::new(VecDeque::new()))

@@ -363,7 +363,7 @@ pub fn start(abi: u32) -> &'static Green {
         chunked,
         first_chunk_in_block: lookahead,
         heap,
-        queues: RunQueues::new(n + spares, n),
+        queues: RunQueues::with_live(n + spares, n),
         workers,
         n_workers: n,
         spares,

@@ -38,10 +38,11 @@ crate::tls_block!("stackrt_preempt_tls", 16);
 
 /// The calling OS thread's flag.
 fn own_flag() -> &'static AtomicU32 {
+    let p = crate::tls_address!("stackrt_preempt_tls") as *const AtomicU32;
     // SAFETY: the thread's own instance of the 16-byte, 16-aligned block, whose first word
     // only ever is read and written as this atomic; it lives as long as the OS thread, and
     // workers' OS threads live as long as the process.
-    unsafe { &*(crate::tls_address!("stackrt_preempt_tls") as *const AtomicU32) }
+    unsafe { &*p }
 }
 
 /// Records the calling worker OS thread's flag for the monitor.
