@@ -1113,6 +1113,111 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         counts: vec![],
         reductions: vec![],
     });
+    // Blocking calls (README, "Blocking C calls hand the worker on"): the same program under OS
+    // threads and green threads, against goroutines making the same raw system calls.
+    let blocking = || Sources {
+        cm: root.join("tests/green/blocking.cm"),
+        go: go("blocking.go"),
+        cmm_options: Vec::new(),
+    };
+    let both: &[&str] = &["lookahead", "traditional"];
+    let sleepers: Vec<u64> = pick(size, vec![8, 100, 1000], vec![8, 1000], vec![8]);
+    list.push(Experiment {
+        name: "green_blocking",
+        env: Vec::new(),
+        green: both,
+        title: "Blocking system calls: threads that sleep",
+        figures: "beyond the thesis: N threads each call usleep(10 ms) ten times; green threads hand a blocked worker on to a spare OS thread, against OS threads and goroutines in nanosleep system calls",
+        sources: blocking(),
+        x_label: "threads",
+        log_x: true,
+        points: sleepers
+            .iter()
+            .map(|&n| Point {
+                x: n as f64,
+                args: vec![n.to_string(), "10".into(), "sleep".into(), "10000".into()],
+                probe: None,
+                threads: n,
+                work: None,
+                x86_64_only: false,
+                go_least_bytes: 0,
+            })
+            .collect(),
+        mechanisms: Mechanisms::Listed(both),
+        gcc: vec![GccLevel::O2NoSibling],
+        native: false,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
+        counts: vec![],
+        reductions: vec![],
+    });
+    let pipers: Vec<u64> = pick(size, vec![8, 100, 1000], vec![8, 100], vec![8]);
+    let trips: u64 = pick(size, 1000, 200, 50);
+    list.push(Experiment {
+        name: "green_pipe",
+        env: Vec::new(),
+        green: both,
+        title: "Blocking system calls: threads in pairs talking through pipes",
+        figures: "beyond the thesis: N threads in pairs pass a byte back and forth through two pipes (every read blocks until the partner writes), against OS threads and goroutines in read/write system calls",
+        sources: blocking(),
+        x_label: "threads",
+        log_x: true,
+        points: pipers
+            .iter()
+            .map(|&n| Point {
+                x: n as f64,
+                args: vec![n.to_string(), trips.to_string(), "pipe".into()],
+                probe: None,
+                threads: n,
+                work: Some((n * trips) as f64),
+                x86_64_only: false,
+                go_least_bytes: 0,
+            })
+            .collect(),
+        mechanisms: Mechanisms::Listed(both),
+        gcc: vec![GccLevel::O2NoSibling],
+        native: false,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::PerUnit,
+        baseline: "traditional",
+        unit: "round trip",
+        counts: vec![],
+        reductions: vec![format!("{trips} round trips per pair")],
+    });
+    let calls: u64 = pick(size, 20_000_000, 2_000_000, 200_000);
+    list.push(Experiment {
+        name: "green_ccall",
+        env: Vec::new(),
+        green: &["lookahead", "traditional", "mmu"],
+        title: "A short C call from green and OS threads",
+        figures: "beyond the thesis: two threads each call abs() in a loop; the cost of one C call (under lookahead a green thread's C call runs on the worker's stack; the hand-off of blocking calls adds nothing to it)",
+        sources: blocking(),
+        x_label: "calls per thread",
+        log_x: false,
+        points: vec![Point {
+            x: calls as f64,
+            args: vec!["2".into(), calls.to_string(), "abs".into()],
+            probe: None,
+            threads: 2,
+            work: Some(2.0 * calls as f64),
+            x86_64_only: false,
+            go_least_bytes: 0,
+        }],
+        mechanisms: Mechanisms::Listed(&["lookahead", "traditional", "mmu"]),
+        gcc: vec![GccLevel::O2NoSibling],
+        native: false,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::PerUnit,
+        baseline: "traditional",
+        unit: "C call",
+        counts: vec![],
+        reductions: vec![],
+    });
     let alive: Vec<u64> = pick(
         size,
         vec![10_000, 100_000, 1_000_000],
