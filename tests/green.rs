@@ -844,3 +844,36 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
         }
     }
 }
+
+/// A green thread on a fixed stack sized to its C-- frames (`stacksizeof`, the thesis's "Real
+/// World" program asks for 4,096 bytes) is preempted at a loop head at the bottom of its
+/// recursion: the runtime's frames of the preemption need room too, and a green thread gets at
+/// least the system's minimum thread stack, as an OS thread does. Before, a 200 us time slice
+/// made every run end in a fixed-stack overflow. The expected output is the corpus's (gcc).
+#[test]
+fn preemption_fits_at_the_bottom_of_a_small_fixed_stack() {
+    let dir = tempfile::tempdir().unwrap();
+    let want =
+        std::fs::read_to_string(root().join("tests/programs/thesis/realworld_multi.t64.expected"))
+            .unwrap();
+    for target in TARGETS {
+        for mech in ["traditional", "callee-cleanup"] {
+            let exe = build(
+                "tests/programs/thesis/realworld_multi.cm",
+                dir.path(),
+                mech,
+                target,
+            );
+            let mut cmd = Command::new(&exe);
+            cmd.args(["64", "10", "100", "1000", "100"])
+                .env("STACKRT_TIMESLICE", "200us");
+            let o = run_within(cmd, Duration::from_secs(60), "realworld");
+            let got = format!(
+                "{}exit: {}\n",
+                text(&o.stdout),
+                o.status.code().unwrap_or(-1)
+            );
+            assert_eq!(got, want, "{target} {mech}: {}", text(&o.stderr));
+        }
+    }
+}

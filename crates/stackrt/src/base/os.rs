@@ -9,6 +9,18 @@ use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
 /// The page size once read (0 before): it never changes, and thread creation asks for it.
 static PAGE_SIZE: AtomicUsize = AtomicUsize::new(0);
 
+/// The system's minimum thread stack (`PTHREAD_STACK_MIN`): what an OS thread gets at least
+/// whatever a program asks for, and so a green thread on a fixed stack too.
+pub fn min_thread_stack() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let min = unsafe { libc::sysconf(libc::_SC_THREAD_STACK_MIN) };
+    if min > 0 {
+        min as usize
+    } else {
+        libc::PTHREAD_STACK_MIN
+    }
+}
+
 /// The system page size.
 pub fn page_size() -> usize {
     let cached = PAGE_SIZE.load(Relaxed);

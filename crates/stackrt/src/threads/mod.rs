@@ -48,16 +48,6 @@ pub fn thread_stack_size(requested: c_int, page: usize, min: usize) -> usize {
     rounded.max(min)
 }
 
-fn min_thread_stack() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let min = unsafe { libc::sysconf(libc::_SC_THREAD_STACK_MIN) };
-    if min > 0 {
-        min as usize
-    } else {
-        libc::PTHREAD_STACK_MIN
-    }
-}
-
 /// Creates a thread running the C-- function `fp` (`void *f(void *)`, as an `int`) with `arg`,
 /// with a stack of `fpStackSize` bytes (see [`thread_stack_size`]) or the default size when
 /// `fpStackSize <= 0`. Returns the thread's handle (>= 1).
@@ -108,7 +98,11 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         );
     }
     if fpStackSize > 0 {
-        let size = thread_stack_size(fpStackSize, page_size(), min_thread_stack());
+        let size = thread_stack_size(
+            fpStackSize,
+            page_size(),
+            crate::base::os::min_thread_stack(),
+        );
         // SAFETY: `attr` was initialized above.
         let rc = unsafe { libc::pthread_attr_setstacksize(attr.as_mut_ptr(), size) };
         if rc != 0 {

@@ -46,7 +46,11 @@ impl Sched {
                 // The C stack of C calls; frames are heap blocks.
                 crate::mech::lookahead::NATIVE_THREAD_STACK
             } else if g.stack_request > 0 {
-                g.stack_request as usize
+                // As pthreads do for an OS thread: at least the system's minimum, which also
+                // leaves room for the runtime's frames when a loop-head preemption or a
+                // thread-library call comes at the bottom of a stack sized to the C-- frames
+                // alone (`stacksizeof`, thesis section 3.3).
+                (g.stack_request as usize).max(crate::base::os::min_thread_stack())
             } else {
                 DEFAULT_FIXED_STACK
             };
