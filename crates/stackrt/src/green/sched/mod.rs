@@ -256,6 +256,10 @@ fn fail(msg: &str) -> ! {
 /// The deterministic scheduler of `STACKRT_SCHED` / `STACKRT_SCHED_TRACE`, if set.
 fn det_from_env() -> Option<Det<GreenPtr>> {
     let v = std::env::var("STACKRT_SCHED").ok()?;
+    if v.trim().starts_with("relaxed:") {
+        // Relaxed replay runs on every worker (`crate::race::relaxed`).
+        return None;
+    }
     let policy =
         Policy::parse(&v).unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED={v:?}: {e}")));
     let replay =
@@ -638,6 +642,7 @@ extern "C" fn green_entry(g: usize) -> ! {
     let gr = unsafe { &*(g as *const Green) };
     complete_switch();
     let r = run_body(gr);
+    crate::race::thread_end();
     // SAFETY: only this thread writes its result, before it ends.
     unsafe { *gr.result.get() = r };
     let _ = switch_out(After::Exit, 0);

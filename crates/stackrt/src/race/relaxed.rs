@@ -1,0 +1,260 @@
+//! Relaxed replay (`STACKRT_SCHED=relaxed:FILE`): the threads run in parallel, on every worker
+//! or as OS threads, and only the recorded partial order of their events (`event` lines of
+//! `trace`) is enforced, with one progress word per thread (a vector clock spread over the
+//! threads: each waits for the entries it needs).
+//!
+//! Each thread counts its events as the recording did (`record`). Before its N-th event a
+//! thread waits until every event its line names has happened: thread U's M-th event has
+//! happened once U's progress word is M or more. U cannot tell that a load or store it was
+//! allowed to make is done (compiled code makes it after the runtime call returns), so it
+//! publishes "everything before event N is done" when it reaches event N, at the end of a
+//! thread-library call, and when it ends; it publishes only past events some line waits for,
+//! so a thread whose events nobody waits for pays one add and one compare per access. Every
+//! wait is for an event earlier in the recorded run, so the earliest pending event of the run
+//! can always go ahead: no deadlock, as long as no thread blocks outside the thread library
+//! (a pipe, `sleep`) right after an event another waits for.
+//!
+//! A trace that does not fit the run is found where it shows: a thread waits for an event of
+//! a thread that ended before it, or a thread makes more or fewer events than the trace's
+//! `end` line says; the program then ends with one line and status 70, as strict replay's
+//! divergence does.
+
+use core::cell::Cell;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::OnceLock;
+
+use super::trace::Trace;
+use crate::base::diag::{fail, FATAL_EXIT_STATUS};
+
+/// In a progress word: the thread ended.
+const ENDED: u64 = 1 << 63;
+
+struct ThreadPlan {
+    /// (event, thread, its event) to wait for, by event.
+    waits: Vec<(u64, u32, u64)>,
+    /// Own events some thread waits for, increasing.
+    sources: Vec<u64>,
+    /// Events in all, if the thread ended in the recording.
+    end: Option<u64>,
+}
+
+struct Plan {
+    threads: Vec<ThreadPlan>,
+    progress: Box<[AtomicU64]>,
+}
+
+static PLAN: OnceLock<Plan> = OnceLock::new();
+static ON: AtomicBool = AtomicBool::new(false);
+/// The green scheduler's yield (`fn()`), or 0: a waiting green thread lets its worker run
+/// others (the one it waits for may be queued there).
+static YIELD_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether relaxed replay is on.
+#[inline]
+pub fn on() -> bool {
+    ON.load(Relaxed)
+}
+
+/// Registers the yield a waiting green thread makes (on its own stack; it may switch).
+pub fn set_yield_hook(f: fn()) {
+    YIELD_HOOK.store(f as usize, Relaxed);
+}
+
+/// Builds the plan of `trace` and turns relaxed replay on.
+pub fn start(trace: &Trace) {
+    let mut n = 0u32;
+    for e in &trace.events {
+        n = n.max(e.thread + 1);
+        for &(u, _) in &e.after {
+            n = n.max(u + 1);
+        }
+    }
+    for &(t, _) in &trace.ends {
+        n = n.max(t + 1);
+    }
+    let mut threads: Vec<ThreadPlan> = (0..n)
+        .map(|_| ThreadPlan {
+            waits: Vec::new(),
+            sources: Vec::new(),
+            end: None,
+        })
+        .collect();
+    for e in &trace.events {
+        for &(u, m) in &e.after {
+            threads[e.thread as usize].waits.push((e.seq, u, m));
+            threads[u as usize].sources.push(m);
+        }
+    }
+    for t in &mut threads {
+        t.sources.sort_unstable();
+        t.sources.dedup();
+    }
+    for &(t, k) in &trace.ends {
+        threads[t as usize].end = Some(k);
+    }
+    let progress = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let _ = PLAN.set(Plan { threads, progress });
+    ON.store(true, Relaxed);
+}
+
+/// One thread's place in its plan. Only the thread itself uses it.
+pub struct Cursor {
+    id: u32,
+    /// Next entry of `waits`, of `sources`.
+    wait: Cell<usize>,
+    source: Cell<usize>,
+    /// The first event that needs [`begin`]'s attention.
+    next: Cell<u64>,
+}
+
+fn plan_of(id: u32) -> Option<(&'static Plan, &'static ThreadPlan)> {
+    let p = PLAN.get()?;
+    p.threads.get(id as usize).map(|t| (p, t))
+}
+
+impl Cursor {
+    /// The cursor of thread number `id`, before its first event.
+    pub fn new(id: u32) -> Cursor {
+        let c = Cursor {
+            id,
+            wait: Cell::new(0),
+            source: Cell::new(0),
+            next: Cell::new(u64::MAX),
+        };
+        c.renew();
+        c
+    }
+
+    fn renew(&self) {
+        let Some((_, t)) = plan_of(self.id) else {
+            return;
+        };
+        let w = t.waits.get(self.wait.get()).map_or(u64::MAX, |w| w.0);
+        let s = t
+            .sources
+            .get(self.source.get())
+            .map_or(u64::MAX, |&s| s + 1);
+        let e = t.end.map_or(u64::MAX, |e| e.saturating_add(1));
+        self.next.set(w.min(s).min(e));
+    }
+
+    /// Whether event `n` needs [`begin`] (the common case is no).
+    #[inline]
+    pub fn needs(&self, n: u64) -> bool {
+        n >= self.next.get()
+    }
+}
+
+fn diverged(msg: &str) -> ! {
+    fail(
+        &format!("stackrt: relaxed replay diverged: {msg}"),
+        FATAL_EXIT_STATUS,
+    )
+}
+
+/// The thread reached its event `n`: everything before it is done (published if some thread
+/// waits for it). The waits of `n` are left to [`ready`] or [`wait`].
+pub fn begin(c: &Cursor, n: u64) {
+    let Some((p, t)) = plan_of(c.id) else {
+        return;
+    };
+    if t.end.is_some_and(|e| n > e) {
+        diverged(&format!(
+            "thread {} makes more than the trace's {} events",
+            c.id,
+            t.end.unwrap_or(0)
+        ));
+    }
+    publish(c, p, t, n - 1);
+    c.renew();
+}
+
+fn publish(c: &Cursor, p: &Plan, t: &ThreadPlan, done: u64) {
+    let mut i = c.source.get();
+    if i < t.sources.len() && t.sources[i] <= done {
+        while i < t.sources.len() && t.sources[i] <= done {
+            i += 1;
+        }
+        c.source.set(i);
+        p.progress[c.id as usize].store(done, Release);
+    }
+}
+
+/// Everything up to and including event `n` is done (the end of a thread-library call).
+pub fn done(c: &Cursor, n: u64) {
+    if let Some((p, t)) = plan_of(c.id) {
+        publish(c, p, t, n);
+        c.renew();
+    }
+}
+
+/// The thread ended after `n` events.
+pub fn ended(c: &Cursor, n: u64) {
+    let Some((p, t)) = plan_of(c.id) else {
+        return;
+    };
+    if let Some(e) = t.end {
+        if e != n {
+            diverged(&format!(
+                "thread {} ended after {n} events, in the trace after {e}",
+                c.id
+            ));
+        }
+    }
+    p.progress[c.id as usize].store(n | ENDED, Release);
+}
+
+/// Whether every event that event `n` waits for has happened (those that have are not
+/// checked again).
+pub fn ready(c: &Cursor, n: u64) -> bool {
+    let Some((p, t)) = plan_of(c.id) else {
+        return true;
+    };
+    let mut i = c.wait.get();
+    while let Some(&(e, u, m)) = t.waits.get(i) {
+        if e != n {
+            break;
+        }
+        let v = p.progress[u as usize].load(Acquire);
+        if v & !ENDED < m {
+            if v & ENDED != 0 {
+                diverged(&format!(
+                    "event {n} of thread {} waits for event {m} of thread {u}, which ended after {}",
+                    c.id,
+                    v & !ENDED
+                ));
+            }
+            c.wait.set(i);
+            return false;
+        }
+        i += 1;
+    }
+    c.wait.set(i);
+    c.renew();
+    true
+}
+
+/// Waits until [`ready`]: spinning a little, then yielding (the green scheduler's yield, or
+/// the OS's), then sleeping in short naps.
+pub fn wait(c: &Cursor, n: u64) {
+    let mut round = 0u32;
+    while !ready(c, n) {
+        round = round.saturating_add(1);
+        if round < 64 {
+            core::hint::spin_loop();
+            continue;
+        }
+        let h = YIELD_HOOK.load(Relaxed);
+        if h != 0 {
+            // SAFETY: the word holds a `fn()` stored by `set_yield_hook`.
+            unsafe { core::mem::transmute::<usize, fn()>(h)() };
+        } else {
+            // SAFETY: sched_yield has no preconditions.
+            unsafe { libc::sched_yield() };
+        }
+        if round > 10_000 {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+}
