@@ -350,7 +350,7 @@ fn relaxed_replay_reproduces_the_recorded_order_of_a_mutex() {
                 run_sched(&green, &format!("replay:{}", t.display()), None),
                 out
             );
-            relaxed_runs(&green, &t, &out, 5);
+            relaxed_runs(&green, &t, &out, 10);
             relaxed_runs(&os, &t, &out, 3);
         }
         assert!(seen.len() >= 2, "{mech} {target}: one order only: {seen:?}");

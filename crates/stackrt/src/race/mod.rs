@@ -85,6 +85,11 @@ thread_local! {
 }
 
 /// The running thread's state (null when detection is off).
+///
+/// A green thread may move to another worker (OS thread) at every switch, and the compiler
+/// may keep a thread-local's address for a whole function: the thread library's entries here
+/// (`fork`, `join`, `acquire`, `release`, `sync_*`, `thread_end`), which it calls after calls
+/// that may switch, are out of line, so each finds the running thread afresh.
 pub fn current() -> *mut RaceThread {
     CURRENT.with(|c| c.get())
 }
@@ -275,6 +280,7 @@ fn detecting() -> bool {
 /// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
 /// `_mutex_lock`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
 /// replay the caller then waits ([`sync_wait`], or [`sync_ready`] and a yield) before it acts.
+#[inline(never)]
 pub fn sync_begin() {
     let cur = current();
     if cur.is_null() {
@@ -292,6 +298,7 @@ pub fn sync_begin() {
 
 /// Whether the recorded order lets the call begun by [`sync_begin`] go on (always, but under
 /// relaxed replay).
+#[inline(never)]
 pub fn sync_ready() -> bool {
     let cur = current();
     // SAFETY: as in `sync_begin`.
@@ -303,6 +310,7 @@ pub fn sync_ready() -> bool {
 }
 
 /// Waits until [`sync_ready`] (OS threads: spinning, then yielding).
+#[inline(never)]
 pub fn sync_wait() {
     let cur = current();
     if !cur.is_null() && relaxed::on() {
@@ -313,6 +321,7 @@ pub fn sync_wait() {
 }
 
 /// The call begun by [`sync_begin`] is done (other threads may wait for it).
+#[inline(never)]
 pub fn sync_done() {
     let cur = current();
     if !cur.is_null() && relaxed::on() {
@@ -323,6 +332,7 @@ pub fn sync_done() {
 }
 
 /// The running thread ends (returns from its function or calls `sthread_exit`).
+#[inline(never)]
 pub fn thread_end() {
     let cur = current();
     if cur.is_null() {
@@ -340,6 +350,7 @@ pub fn thread_end() {
 
 /// `sthread_create` in the parent, before the child can run: the child's state, which starts
 /// after everything the parent did (null when detection is off).
+#[inline(never)]
 pub fn fork(handle: c_int) -> *mut RaceThread {
     let cur = current();
     if cur.is_null() {
@@ -365,6 +376,7 @@ pub fn fork(handle: c_int) -> *mut RaceThread {
 ///
 /// # Safety
 /// `child` comes from [`fork`], its thread has ended, and it is joined once.
+#[inline(never)]
 pub unsafe fn join(child: *mut RaceThread) {
     if child.is_null() {
         return;
@@ -390,6 +402,7 @@ pub unsafe fn join(child: *mut RaceThread) {
 }
 
 /// Before unlocking mutex `m`: its next locker goes on after everything done so far.
+#[inline(never)]
 pub fn release(m: usize) {
     let cur = current();
     if cur.is_null() {
@@ -418,6 +431,7 @@ pub fn release(m: usize) {
 }
 
 /// After locking mutex `m`: everything done before its last unlock happened before.
+#[inline(never)]
 pub fn acquire(m: usize) {
     let cur = current();
     if cur.is_null() {
@@ -446,21 +460,43 @@ pub fn forget(m: usize) {
     }
 }
 
+/// An access under relaxed replay: counted, and held back only where the trace says (the
+/// common case is an add and a compare: kept apart from [`access`], whose frame is larger).
+#[inline(always)]
+fn relaxed_access() {
+    let cur = current();
+    if cur.is_null() {
+        return;
+    }
+    // SAFETY: the running thread's state; only this thread changes it.
+    let t = unsafe { &*cur };
+    let n = t.events.get() + 1;
+    t.events.set(n);
+    if t.cursor.needs(n) {
+        relaxed_wait(t, n);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn relaxed_wait(t: &RaceThread, n: u64) {
+    relaxed::begin(&t.cursor, n);
+    relaxed::wait(&t.cursor, n);
+}
+
+#[inline(never)]
 fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     let cur = current();
-    if cur.is_null() || size <= 0 {
+    if cur.is_null() {
         return;
     }
     // SAFETY: the running thread's state; only this thread changes it (also across a
     // decision hook's switch: it stays this thread's).
     let t = unsafe { &*cur };
+    // Every call is an event of schedule traces, as under relaxed replay.
     let n = t.events.get() + 1;
     t.events.set(n);
-    if relaxed::on() {
-        if t.cursor.needs(n) {
-            relaxed::begin(&t.cursor, n);
-            relaxed::wait(&t.cursor, n);
-        }
+    if size <= 0 {
         return;
     }
     let own = t.vc.get(t.slot);
@@ -558,12 +594,18 @@ fn report_race(addr: usize, size: usize, write: bool, t: &RaceThread, site: u32,
 /// Called by `--race` code before a load of `size` bytes at `addr`, at site `site`.
 #[no_mangle]
 pub extern "C" fn __stackrt_race_read(addr: *const c_void, size: c_int, site: c_int) {
+    if relaxed::on() {
+        return relaxed_access();
+    }
     access(addr as usize, size, site, false);
 }
 
 /// Called by `--race` code before a store of `size` bytes at `addr`, at site `site`.
 #[no_mangle]
 pub extern "C" fn __stackrt_race_write(addr: *const c_void, size: c_int, site: c_int) {
+    if relaxed::on() {
+        return relaxed_access();
+    }
     access(addr as usize, size, site, true);
 }
 
