@@ -254,9 +254,23 @@ fn run_env(exe: &std::path::Path, env: &[(&str, &str)]) -> Output {
 /// `relaxed:FILE` on two workers (or OS threads), `times` runs: each must print `want` with
 /// status 0 and no report (detection is off under relaxed replay).
 fn relaxed_runs(exe: &std::path::Path, trace: &std::path::Path, want: &str, times: usize) {
+    relaxed_runs_on(exe, trace, want, times, "2");
+}
+
+/// [`relaxed_runs`] on `workers` workers.
+fn relaxed_runs_on(
+    exe: &std::path::Path,
+    trace: &std::path::Path,
+    want: &str,
+    times: usize,
+    workers: &str,
+) {
     let sched = format!("relaxed:{}", trace.display());
     for i in 0..times {
-        let o = run_env(exe, &[("STACKRT_SCHED", &sched), ("STACKRT_WORKERS", "2")]);
+        let o = run_env(
+            exe,
+            &[("STACKRT_SCHED", &sched), ("STACKRT_WORKERS", workers)],
+        );
         assert_eq!(
             (
                 text(&o.stdout).as_str(),
@@ -264,14 +278,14 @@ fn relaxed_runs(exe: &std::path::Path, trace: &std::path::Path, want: &str, time
                 o.status.code()
             ),
             (want, "", Some(0)),
-            "{} run {i} of {times}",
+            "{} run {i} of {times} on {workers} workers",
             exe.display()
         );
     }
 }
 
 /// A lost update found by a PCT seed and recorded: strict replay on one worker and relaxed
-/// replay on two workers (green threads, 100 runs of 100) and on OS threads print the recorded
+/// replay on two workers (green threads, 100 runs of 100), on one, and on OS threads print the recorded
 /// count, which is below the 15 of an update-losing-free run (hand-checked: 3 threads x 5).
 #[test]
 fn a_lost_update_found_by_a_seed_reproduces_under_strict_and_relaxed_replay() {
@@ -314,6 +328,7 @@ fn a_lost_update_found_by_a_seed_reproduces_under_strict_and_relaxed_replay() {
             "{mech} {target}: strict replay"
         );
         relaxed_runs(&green, &t, &lost, 100);
+        relaxed_runs_on(&green, &t, &lost, 10, "1");
         // The same program under OS threads has the same sites: the trace fits it too.
         relaxed_runs(&os, &t, &lost, 20);
     }
