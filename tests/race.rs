@@ -465,3 +465,69 @@ fn malformed_or_foreign_traces_are_one_line_errors() {
     // The good trace still replays.
     relaxed_runs(&exe, &good, &want, 1);
 }
+
+/// The corpus's thread programs, recorded under a seed and replayed relaxed on two workers and
+/// on OS threads, print what gcc's build printed (`NAME.expected`; threads_mutex at a smaller
+/// size, hand-checked: 8 threads x 500 increments, 0 + ... + 7 = 28, a node per 100). Under
+/// `lookahead` the recorder's thread-end line must not run on the ended thread's entry room,
+/// and 8 OS threads waiting for each other's 2,000 locks in a recorded order must not starve.
+#[test]
+fn corpus_thread_programs_record_and_replay_relaxed_to_the_oracle_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let mutex_500 = "counter 4000 dsum 2000.0 ids 28 list 40\nexit: 1\n".to_string();
+    let progs = [
+        ("threads_basic", Vec::<&str>::new(), None),
+        ("threads_nested", vec![], None),
+        ("threads_mutex", vec!["8", "500"], Some(mutex_500)),
+    ];
+    for (name, args, want) in progs {
+        let src = root().join(format!("tests/programs/{name}.cm"));
+        let want = want.unwrap_or_else(|| {
+            std::fs::read_to_string(root().join(format!("tests/programs/{name}.expected"))).unwrap()
+        });
+        for mech in ["lookahead", "traditional"] {
+            let out = |exe: &std::path::Path, env: &[(&str, &str)]| {
+                let mut cmd = Command::new(exe);
+                cmd.args(&args)
+                    .env_remove("STACKRT_RACE")
+                    .env_remove("STACKRT_SCHED")
+                    .env_remove("STACKRT_SCHED_TRACE")
+                    .envs(env.iter().copied());
+                let o = run_within(cmd, Duration::from_secs(120), name);
+                assert_eq!(text(&o.stderr), "", "{name} {mech} {env:?}");
+                format!(
+                    "{}exit: {}\n",
+                    text(&o.stdout),
+                    o.status.code().unwrap_or(-1)
+                )
+            };
+            let base = ["--race", "--mech", mech, "--threads"];
+            let mut a = base.to_vec();
+            a.push("green");
+            let green = compile(&src, dir.path(), &format!("{name}-g-{mech}"), &a);
+            a.pop();
+            a.push("os");
+            let os = compile(&src, dir.path(), &format!("{name}-o-{mech}"), &a);
+            let t = dir.path().join(format!("{name}-{mech}.trace"));
+            let ts = t.display().to_string();
+            let rec = out(
+                &green,
+                &[("STACKRT_SCHED", "random:7"), ("STACKRT_SCHED_TRACE", &ts)],
+            );
+            assert_eq!(rec, want, "{name} {mech} recorded");
+            let relaxed = format!("relaxed:{ts}");
+            for _ in 0..3 {
+                let g = out(
+                    &green,
+                    &[("STACKRT_SCHED", &relaxed), ("STACKRT_WORKERS", "2")],
+                );
+                assert_eq!(g, want, "{name} {mech} relaxed, green threads");
+                assert_eq!(
+                    out(&os, &[("STACKRT_SCHED", &relaxed)]),
+                    want,
+                    "{name} {mech} relaxed, OS threads"
+                );
+            }
+        }
+    }
+}

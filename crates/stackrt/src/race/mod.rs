@@ -331,15 +331,20 @@ pub fn sync_done() {
     }
 }
 
-/// The running thread ends (returns from its function or calls `sthread_exit`).
+/// The running OS thread ends (returns from its function or calls `sthread_exit`).
 #[inline(never)]
 pub fn thread_end() {
-    let cur = current();
-    if cur.is_null() {
+    thread_end_of(current());
+}
+
+/// Thread `t` (null: none) ended: the green scheduler calls this on its own stack once the
+/// thread switched away for good, the OS thread's entry ([`thread_end`]) on its native stack.
+pub fn thread_end_of(t: *mut RaceThread) {
+    if t.is_null() {
         return;
     }
-    // SAFETY: as in `sync_begin`.
-    let t = unsafe { &*cur };
+    // SAFETY: the thread's state stays alive until its join, which comes after this.
+    let t = unsafe { &*t };
     if relaxed::on() {
         relaxed::ended(&t.cursor, t.events.get());
     }

@@ -20,8 +20,8 @@
 //! divergence does.
 
 use core::cell::Cell;
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
 use super::trace::Trace;
@@ -39,9 +39,18 @@ struct ThreadPlan {
     end: Option<u64>,
 }
 
+/// One thread's progress word, and what an OS thread waiting for it sleeps on.
+#[derive(Default)]
+struct Progress {
+    done: AtomicU64,
+    /// Bumped at every publication: the futex word of sleeping waiters.
+    bell: AtomicU32,
+    sleepers: AtomicU32,
+}
+
 struct Plan {
     threads: Vec<ThreadPlan>,
-    progress: Box<[AtomicU64]>,
+    progress: Box<[Progress]>,
 }
 
 static PLAN: OnceLock<Plan> = OnceLock::new();
@@ -93,7 +102,7 @@ pub fn start(trace: &Trace) {
     for &(t, k) in &trace.ends {
         threads[t as usize].end = Some(k);
     }
-    let progress = (0..n).map(|_| AtomicU64::new(0)).collect();
+    let progress = (0..n).map(|_| Progress::default()).collect();
     let _ = PLAN.set(Plan { threads, progress });
     ON.store(true, Relaxed);
 }
@@ -177,7 +186,16 @@ fn publish(c: &Cursor, p: &Plan, t: &ThreadPlan, done: u64) {
             i += 1;
         }
         c.source.set(i);
-        p.progress[c.id as usize].store(done, Release);
+        announce(&p.progress[c.id as usize], done);
+    }
+}
+
+/// Publishes `v` and wakes the OS threads sleeping for it (if any: one load otherwise).
+fn announce(w: &Progress, v: u64) {
+    w.done.store(v, SeqCst);
+    w.bell.fetch_add(1, Release);
+    if w.sleepers.load(SeqCst) != 0 {
+        crate::base::os::futex_wake(&w.bell, i32::MAX);
     }
 }
 
@@ -202,21 +220,25 @@ pub fn ended(c: &Cursor, n: u64) {
             ));
         }
     }
-    p.progress[c.id as usize].store(n | ENDED, Release);
+    announce(&p.progress[c.id as usize], n | ENDED);
 }
 
 /// Whether every event that event `n` waits for has happened (those that have are not
 /// checked again).
 pub fn ready(c: &Cursor, n: u64) -> bool {
-    let Some((p, t)) = plan_of(c.id) else {
-        return true;
-    };
+    blocker(c, n).is_none()
+}
+
+/// The progress word event `n` still waits for, if any.
+fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
+    let (p, t) = plan_of(c.id)?;
     let mut i = c.wait.get();
     while let Some(&(e, u, m)) = t.waits.get(i) {
         if e != n {
             break;
         }
-        let v = p.progress[u as usize].load(Acquire);
+        let w = &p.progress[u as usize];
+        let v = w.done.load(Acquire);
         if v & !ENDED < m {
             if v & ENDED != 0 {
                 diverged(&format!(
@@ -226,20 +248,21 @@ pub fn ready(c: &Cursor, n: u64) -> bool {
                 ));
             }
             c.wait.set(i);
-            return false;
+            return Some(w);
         }
         i += 1;
     }
     c.wait.set(i);
     c.renew();
-    true
+    None
 }
 
-/// Waits until [`ready`]: spinning a little, then yielding (the green scheduler's yield, or
-/// the OS's), then sleeping in short naps.
+/// Waits until [`ready`]: spinning a little, then a green thread yields its worker (naps only
+/// after long waits), and an OS thread spins a little longer and then sleeps on the awaited
+/// thread's futex word until its next publication.
 pub fn wait(c: &Cursor, n: u64) {
     let mut round = 0u32;
-    while !ready(c, n) {
+    while let Some(w) = blocker(c, n) {
         round = round.saturating_add(1);
         if round < 64 {
             core::hint::spin_loop();
@@ -249,12 +272,23 @@ pub fn wait(c: &Cursor, n: u64) {
         if h != 0 {
             // SAFETY: the word holds a `fn()` stored by `set_yield_hook`.
             unsafe { core::mem::transmute::<usize, fn()>(h)() };
+            if round > 10_000 {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        } else if round < 256 {
+            // No sched_yield: on a busy machine it hands the CPU to other processes for a
+            // whole time slice, where the futex below wakes when the awaited thread publishes.
+            core::hint::spin_loop();
         } else {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
-        }
-        if round > 10_000 {
-            std::thread::sleep(std::time::Duration::from_micros(20));
+            // The publisher bumps the bell after its store and wakes if it sees a sleeper; the
+            // sleeper counts itself before it checks again (both SeqCst), so one of the two sees
+            // the other. The timeout is a second line of defence.
+            let bell = w.bell.load(Acquire);
+            w.sleepers.fetch_add(1, SeqCst);
+            if blocker(c, n).is_some_and(|w2| core::ptr::eq(w, w2)) {
+                crate::base::os::futex_wait(&w.bell, bell, 10);
+            }
+            w.sleepers.fetch_sub(1, SeqCst);
         }
     }
 }

@@ -265,10 +265,11 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
 /// built with `panic = "unwind"`.
 #[no_mangle]
 pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
-    crate::race::thread_end();
     if green::enabled() {
+        // The scheduler ends the thread's race state once it switched away.
         green::exit_current(val as usize)
     }
+    crate::race::thread_end();
     // SAFETY: ends the calling thread; pthreads unwinds it (C-- frames have no cleanups).
     unsafe { libc::pthread_exit(val) }
 }

@@ -642,7 +642,6 @@ extern "C" fn green_entry(g: usize) -> ! {
     let gr = unsafe { &*(g as *const Green) };
     complete_switch();
     let r = run_body(gr);
-    crate::race::thread_end();
     // SAFETY: only this thread writes its result, before it ends.
     unsafe { *gr.result.get() = r };
     let _ = switch_out(After::Exit, 0);
