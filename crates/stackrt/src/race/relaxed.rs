@@ -264,11 +264,12 @@ pub fn wait(c: &Cursor, n: u64) {
     let mut round = 0u32;
     while let Some(w) = blocker(c, n) {
         round = round.saturating_add(1);
-        if round < 64 {
+        let h = YIELD_HOOK.load(Relaxed);
+        // A green thread yields at once: the thread it waits for may be queued on its worker.
+        if round < 64 && h == 0 {
             core::hint::spin_loop();
             continue;
         }
-        let h = YIELD_HOOK.load(Relaxed);
         if h != 0 {
             // SAFETY: the word holds a `fn()` stored by `set_yield_hook`.
             unsafe { core::mem::transmute::<usize, fn()>(h)() };
