@@ -257,9 +257,9 @@ fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
     None
 }
 
-/// Waits until [`ready`]: spinning a little, then a green thread yields its worker (naps only
-/// after long waits), and an OS thread spins a little longer and then sleeps on the awaited
-/// thread's futex word until its next publication.
+/// Waits until [`ready`]: a green thread yields its worker at once (naps only after long
+/// waits); an OS thread spins a little and then sleeps on the awaited thread's futex word
+/// until its next publication.
 pub fn wait(c: &Cursor, n: u64) {
     let mut round = 0u32;
     while let Some(w) = blocker(c, n) {
