@@ -1,7 +1,9 @@
 //! End-to-end tests of `cmm compile --race`: deliberately racy programs (`tests/race/`) whose
 //! reports name both accesses' lines, checked exactly (written here by hand from the sources),
 //! under OS and green threads, every mechanism on both targets, and both back ends; a race-free
-//! program with no report; `STACKRT_RACE=abort` and a bad `STACKRT_RACE`. The corpus runs
+//! program with no report; `STACKRT_RACE=abort` and a bad `STACKRT_RACE`; schedules found by
+//! seeds, recorded, and replayed strictly and relaxed (in parallel, on OS and green threads),
+//! and malformed or foreign traces. The corpus runs
 //! under `--race` in `tests/corpus.rs`, the detector's rules against a vector-clock model in
 //! `crates/stackrt/tests/race_model.rs`.
 
@@ -209,7 +211,7 @@ fn memory_level_decisions_find_a_lost_update_without_any_yield() {
         // PCT with k learned from one run, as shuttle does: the decisions a trace records.
         let trace = dir.path().join(format!("k-{mech}.trace"));
         run_sched(&race, "random:1", Some(&trace));
-        let k = std::fs::read_to_string(&trace).unwrap().lines().count() - 1;
+        let k = decisions(&std::fs::read_to_string(&trace).unwrap());
         let pct = losing_seeds(&race, |s| format!("pct:{s}:2:{k}"));
         assert!(
             !pct.is_empty(),
@@ -225,6 +227,307 @@ fn memory_level_decisions_find_a_lost_update_without_any_yield() {
                 run_sched(&race, &format!("replay:{}", t.display()), None),
                 lost
             );
+        }
+    }
+}
+
+/// The decision lines of a trace (a number alone; PCT's `k`).
+fn decisions(trace: &str) -> usize {
+    trace
+        .lines()
+        .skip(1)
+        .filter(|l| l.parse::<u32>().is_ok())
+        .count()
+}
+
+/// Runs `exe` with `env` (and no `STACKRT_RACE`, `STACKRT_SCHED` or trace but what `env` says).
+fn run_env(exe: &std::path::Path, env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(exe);
+    cmd.env_remove("STACKRT_RACE")
+        .env_remove("STACKRT_SCHED")
+        .env_remove("STACKRT_SCHED_TRACE")
+        .env_remove("STACKRT_WORKERS");
+    cmd.envs(env.iter().copied());
+    run_within(cmd, Duration::from_secs(60), &exe.display().to_string())
+}
+
+/// `relaxed:FILE` on two workers (or OS threads), `times` runs: each must print `want` with
+/// status 0 and no report (detection is off under relaxed replay).
+fn relaxed_runs(exe: &std::path::Path, trace: &std::path::Path, want: &str, times: usize) {
+    relaxed_runs_on(exe, trace, want, times, "2");
+}
+
+/// [`relaxed_runs`] on `workers` workers.
+fn relaxed_runs_on(
+    exe: &std::path::Path,
+    trace: &std::path::Path,
+    want: &str,
+    times: usize,
+    workers: &str,
+) {
+    let sched = format!("relaxed:{}", trace.display());
+    for i in 0..times {
+        let o = run_env(
+            exe,
+            &[("STACKRT_SCHED", &sched), ("STACKRT_WORKERS", workers)],
+        );
+        assert_eq!(
+            (
+                text(&o.stdout).as_str(),
+                text(&o.stderr).as_str(),
+                o.status.code()
+            ),
+            (want, "", Some(0)),
+            "{} run {i} of {times} on {workers} workers",
+            exe.display()
+        );
+    }
+}
+
+/// A lost update found by a PCT seed and recorded: strict replay on one worker and relaxed
+/// replay on two workers (green threads, 100 runs of 100), on one, and on OS threads print the recorded
+/// count, which is below the 15 of an update-losing-free run (hand-checked: 3 threads x 5).
+#[test]
+fn a_lost_update_found_by_a_seed_reproduces_under_strict_and_relaxed_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/race/lost_update.cm");
+    for (mech, target) in [("lookahead", "x86_64"), ("traditional", "i686")] {
+        let base = ["--race", "--mech", mech, "--target", target, "--threads"];
+        let mut args = base.to_vec();
+        args.push("green");
+        let green = compile(&src, dir.path(), &format!("lu-green-{mech}"), &args);
+        args.pop();
+        args.push("os");
+        let os = compile(&src, dir.path(), &format!("lu-os-{mech}"), &args);
+        let ktrace = dir.path().join(format!("k-{mech}.trace"));
+        run_sched(&green, "random:1", Some(&ktrace));
+        let k = decisions(&std::fs::read_to_string(&ktrace).unwrap());
+        let seed = (1..=100)
+            .find(|s| run_sched(&green, &format!("pct:{s}:2:{k}"), None) != "counter 15\n")
+            .unwrap_or_else(|| panic!("{mech} {target}: no pct seed of 100 lost an update"));
+        let t = dir.path().join(format!("lost-{mech}.trace"));
+        let lost = run_sched(&green, &format!("pct:{seed}:2:{k}"), Some(&t));
+        let count: u32 = lost
+            .trim()
+            .strip_prefix("counter ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{lost:?}"));
+        assert!(count < 15, "{mech} {target}: {lost:?}");
+        let recorded = std::fs::read_to_string(&t).unwrap();
+        assert!(
+            recorded.starts_with(&format!("stackrt-sched-trace 2 pct:{seed}:2:{k}\nprogram ")),
+            "{recorded}"
+        );
+        assert!(
+            recorded.lines().any(|l| l.starts_with("event ")),
+            "{recorded}"
+        );
+        assert_eq!(
+            run_sched(&green, &format!("replay:{}", t.display()), None),
+            lost,
+            "{mech} {target}: strict replay"
+        );
+        relaxed_runs(&green, &t, &lost, 100);
+        relaxed_runs_on(&green, &t, &lost, 10, "1");
+        // The same program under OS threads has the same sites: the trace fits it too.
+        relaxed_runs(&os, &t, &lost, 20);
+    }
+}
+
+/// Whether `out` is a run of mutex_order.cm: six digits, each of 1, 2, 3 twice.
+fn is_mutex_order(out: &str) -> bool {
+    let mut d: Vec<char> = out.trim_end_matches('\n').chars().collect();
+    d.sort_unstable();
+    d == ['1', '1', '2', '2', '3', '3'] && out.ends_with('\n')
+}
+
+/// The order in which threads take a mutex (tests/race/mutex_order.cm) differs from seed to
+/// seed; each recorded order comes back under relaxed replay on two workers and on OS threads.
+#[test]
+fn relaxed_replay_reproduces_the_recorded_order_of_a_mutex() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/race/mutex_order.cm");
+    for (mech, target) in [("lookahead", "x86_64"), ("heap", "i686")] {
+        let base = ["--race", "--mech", mech, "--target", target, "--threads"];
+        let mut args = base.to_vec();
+        args.push("green");
+        let green = compile(&src, dir.path(), &format!("mo-green-{mech}"), &args);
+        args.pop();
+        args.push("os");
+        let os = compile(&src, dir.path(), &format!("mo-os-{mech}"), &args);
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 1..=12 {
+            let t = dir.path().join(format!("mo-{mech}-{seed}.trace"));
+            let out = run_sched(&green, &format!("random:{seed}"), Some(&t));
+            assert!(is_mutex_order(&out), "{mech} {target} seed {seed}: {out:?}");
+            seen.insert(out.clone());
+            assert_eq!(
+                run_sched(&green, &format!("replay:{}", t.display()), None),
+                out
+            );
+            relaxed_runs(&green, &t, &out, 10);
+            relaxed_runs(&os, &t, &out, 3);
+        }
+        assert!(seen.len() >= 2, "{mech} {target}: one order only: {seen:?}");
+    }
+}
+
+/// Bad traces and settings: one line naming the file (and the line of it), status 1; a trace
+/// that no longer fits the run: one line, status 70.
+#[test]
+fn malformed_or_foreign_traces_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let lu = root().join("tests/race/lost_update.cm");
+    let args = ["--race", "--threads", "green"];
+    let exe = compile(&lu, dir.path(), "lu", &args);
+    let good = dir.path().join("good.trace");
+    let want = run_sched(&exe, "random:3", Some(&good));
+    let recorded = std::fs::read_to_string(&good).unwrap();
+    let status = |o: &Output| o.status.code();
+    let bad = dir.path().join("bad.trace");
+    let p = bad.display().to_string();
+    for (body, line, msg) in [
+        (
+            "stackrt-sched-trace 2 random:1\n0\nevent 1 x after 0.1 read\n",
+            3,
+            "\"x\" is not an event number",
+        ),
+        (
+            "stackrt-sched-trace 2 random:1\n0\nevent 1 4 after 0.1 poke\n",
+            3,
+            "\"poke\" is not an event kind",
+        ),
+        (
+            "stackrt-sched-trace 2 random:1\nprogram 1\n",
+            2,
+            "expected one line: program SITES HASH",
+        ),
+        ("not a trace\n", 1, "not a stackrt schedule trace"),
+        ("stackrt-sched-trace 1 random:1\n0\n\n", 3, "empty line"),
+    ] {
+        std::fs::write(&bad, body).unwrap();
+        for sched in [format!("relaxed:{p}"), format!("replay:{p}")] {
+            let o = run_env(&exe, &[("STACKRT_SCHED", &sched)]);
+            assert_eq!(status(&o), Some(1), "{sched} {body:?}");
+            common::assert_one_line(&o, &format!("{p}:{line}: {msg}"), &sched);
+            assert_eq!(text(&o.stdout), "");
+        }
+    }
+    let missing = dir.path().join("missing.trace");
+    let o = run_env(
+        &exe,
+        &[("STACKRT_SCHED", &format!("relaxed:{}", missing.display()))],
+    );
+    assert_eq!(status(&o), Some(1));
+    common::assert_one_line(&o, "cannot read", "missing");
+    // A version 1 trace (no events) and another program's trace.
+    std::fs::write(&bad, "stackrt-sched-trace 1 random:1\n0\n").unwrap();
+    let o = run_env(&exe, &[("STACKRT_SCHED", &format!("relaxed:{p}"))]);
+    assert_eq!(status(&o), Some(1));
+    common::assert_one_line(&o, "has no --race events", "v1");
+    let other = compile(
+        &root().join("tests/race/mutex_order.cm"),
+        dir.path(),
+        "mo",
+        &args,
+    );
+    let o = run_env(
+        &other,
+        &[("STACKRT_SCHED", &format!("relaxed:{}", good.display()))],
+    );
+    assert_eq!(status(&o), Some(1));
+    common::assert_one_line(&o, "was recorded from another program", "foreign");
+    // Without --race there is nothing to enforce.
+    let plain = compile(&lu, dir.path(), "lu-plain", &["--threads", "green"]);
+    let o = run_env(
+        &plain,
+        &[("STACKRT_SCHED", &format!("relaxed:{}", good.display()))],
+    );
+    assert_eq!(status(&o), Some(1));
+    common::assert_one_line(&o, "needs a program compiled with --race", "plain");
+    // A thread that makes fewer events than its `end` line says.
+    let end = recorded
+        .lines()
+        .find(|l| l.starts_with("end 1 "))
+        .expect("thread 1 ends in the trace");
+    let n: u64 = end[6..].parse().unwrap();
+    std::fs::write(&bad, recorded.replace(end, &format!("end 1 {}", n + 1))).unwrap();
+    let o = run_env(&exe, &[("STACKRT_SCHED", &format!("relaxed:{p}"))]);
+    assert_eq!(status(&o), Some(70), "{}", text(&o.stderr));
+    common::assert_one_line(
+        &o,
+        &format!(
+            "relaxed replay diverged: thread 1 ended after {n} events, in the trace after {}",
+            n + 1
+        ),
+        "diverged",
+    );
+    // The good trace still replays.
+    relaxed_runs(&exe, &good, &want, 1);
+}
+
+/// The corpus's thread programs, recorded under a seed and replayed relaxed on two workers and
+/// on OS threads, print what gcc's build printed (`NAME.expected`; threads_mutex at a smaller
+/// size, hand-checked: 8 threads x 500 increments, 0 + ... + 7 = 28, a node per 100). Under
+/// `lookahead` the recorder's thread-end line must not run on the ended thread's entry room,
+/// and 8 OS threads waiting for each other's 2,000 locks in a recorded order must not starve.
+#[test]
+fn corpus_thread_programs_record_and_replay_relaxed_to_the_oracle_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let mutex_500 = "counter 4000 dsum 2000.0 ids 28 list 40\nexit: 1\n".to_string();
+    let progs = [
+        ("threads_basic", Vec::<&str>::new(), None),
+        ("threads_nested", vec![], None),
+        ("threads_mutex", vec!["8", "500"], Some(mutex_500)),
+    ];
+    for (name, args, want) in progs {
+        let src = root().join(format!("tests/programs/{name}.cm"));
+        let want = want.unwrap_or_else(|| {
+            std::fs::read_to_string(root().join(format!("tests/programs/{name}.expected"))).unwrap()
+        });
+        for mech in ["lookahead", "traditional"] {
+            let out = |exe: &std::path::Path, env: &[(&str, &str)]| {
+                let mut cmd = Command::new(exe);
+                cmd.args(&args)
+                    .env_remove("STACKRT_RACE")
+                    .env_remove("STACKRT_SCHED")
+                    .env_remove("STACKRT_SCHED_TRACE")
+                    .envs(env.iter().copied());
+                let o = run_within(cmd, Duration::from_secs(120), name);
+                assert_eq!(text(&o.stderr), "", "{name} {mech} {env:?}");
+                format!(
+                    "{}exit: {}\n",
+                    text(&o.stdout),
+                    o.status.code().unwrap_or(-1)
+                )
+            };
+            let base = ["--race", "--mech", mech, "--threads"];
+            let mut a = base.to_vec();
+            a.push("green");
+            let green = compile(&src, dir.path(), &format!("{name}-g-{mech}"), &a);
+            a.pop();
+            a.push("os");
+            let os = compile(&src, dir.path(), &format!("{name}-o-{mech}"), &a);
+            let t = dir.path().join(format!("{name}-{mech}.trace"));
+            let ts = t.display().to_string();
+            let rec = out(
+                &green,
+                &[("STACKRT_SCHED", "random:7"), ("STACKRT_SCHED_TRACE", &ts)],
+            );
+            assert_eq!(rec, want, "{name} {mech} recorded");
+            let relaxed = format!("relaxed:{ts}");
+            for _ in 0..3 {
+                let g = out(
+                    &green,
+                    &[("STACKRT_SCHED", &relaxed), ("STACKRT_WORKERS", "2")],
+                );
+                assert_eq!(g, want, "{name} {mech} relaxed, green threads");
+                assert_eq!(
+                    out(&os, &[("STACKRT_SCHED", &relaxed)]),
+                    want,
+                    "{name} {mech} relaxed, OS threads"
+                );
+            }
         }
     }
 }

@@ -50,6 +50,9 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
             );
         }
         crate::green::sched::start(abi);
+        if crate::race::relaxed::on() {
+            crate::race::relaxed::set_yield_hook(relaxed_yield);
+        }
     } else if green != 0 {
         fail(
             &format!("cmm runtime: the program's __cmm_threads is {green}, which this runtime does not know"),
@@ -64,6 +67,15 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
         unsafe { libc::exit(r) }
     }
     r
+}
+
+/// Relaxed replay's wait under green threads: the green thread yields its worker. Compiled
+/// code called the race detector between any two instructions, on the thread's own stack:
+/// errno is kept.
+#[cfg(not(test))]
+fn relaxed_yield() {
+    let _kept = crate::base::os::KeptErrno::new();
+    let _ = crate::green::sched::yield_now(0);
 }
 
 /// Calls `cmm_main(argc, argv)` under convention `abi` and returns its result.

@@ -14,7 +14,10 @@
 //!   program (the thread it names is not runnable) ends it with one line.
 //!
 //! `STACKRT_SCHED_TRACE=FILE` records the decisions: a header line with the policy, then one
-//! line per decision with the handle of the thread that runs (0 is `main`). A decision is taken
+//! line per decision with the handle of the thread that runs (0 is `main`); for a `--race`
+//! program also the partial order of its conflicting events, which `relaxed:FILE` enforces
+//! with the threads running in parallel (the format: `crate::race::trace`; the recording:
+//! `crate::race::record`, whose file this module writes its lines to). A decision is taken
 //! whenever the worker picks a thread: after a yield, a park (join, contended lock), an exit,
 //! and, in this mode only, at every `sthread_create`, `sthread_mutex_lock`,
 //! `sthread_mutex_unlock` and `sthread_join` (each makes the calling thread yield first), so
@@ -22,7 +25,6 @@
 //! decisions, same output and trace, byte for byte.
 
 use std::fmt;
-use std::io::Write as _;
 
 use core::ffi::c_int;
 
@@ -72,7 +74,9 @@ impl Policy {
             ("replay", Some(path)) if !path.is_empty() => Ok(Policy::Replay {
                 path: path.to_string(),
             }),
-            _ => Err("expected random:SEED, pct:SEED:DEPTH[:STEPS] or replay:FILE".into()),
+            _ => Err(
+                "expected random:SEED, pct:SEED:DEPTH[:STEPS], replay:FILE or relaxed:FILE".into(),
+            ),
         }
     }
 }
@@ -161,12 +165,13 @@ pub struct Det<T> {
     lowest: i64,
     /// Replay: the trace's decisions.
     replay: Vec<c_int>,
-    trace: Option<std::io::BufWriter<std::fs::File>>,
+    /// Whether decisions are recorded (`crate::race::record` has the file).
+    trace: bool,
 }
 
 impl<T: Copy + PartialEq> Det<T> {
     /// A scheduler for `policy`; `replay` holds a replayed trace's text, `trace` the file that
-    /// records the decisions.
+    /// records the decisions. A malformed trace is an error naming its line.
     pub fn new(
         policy: Policy,
         replay_text: Option<&str>,
@@ -176,16 +181,9 @@ impl<T: Copy + PartialEq> Det<T> {
             Policy::Random { seed } | Policy::Pct { seed, .. } => (*seed, Vec::new()),
             Policy::Replay { path } => {
                 let text = replay_text.ok_or_else(|| format!("cannot read {path}"))?;
-                let mut lines = text.lines();
-                match lines.next() {
-                    Some(h) if h.starts_with("stackrt-sched-trace 1 ") => {}
-                    _ => return Err(format!("{path} is not a stackrt schedule trace")),
-                }
-                let decisions = lines
-                    .map(|l| l.trim().parse::<c_int>())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| format!("{path}: a decision line is not a thread handle"))?;
-                (0, decisions)
+                let t = crate::race::trace::parse(text)
+                    .map_err(|(line, m)| format!("{path}:{line}: {m}"))?;
+                (0, t.decisions)
             }
         };
         let mut rng = Rng::new(seed);
@@ -196,7 +194,7 @@ impl<T: Copy + PartialEq> Det<T> {
             }
             change_points.sort_unstable();
         }
-        let mut det = Det {
+        let det = Det {
             policy,
             runnable: Vec::new(),
             rng,
@@ -207,23 +205,31 @@ impl<T: Copy + PartialEq> Det<T> {
             last: None,
             lowest: 0,
             replay,
-            trace: trace.map(std::io::BufWriter::new),
+            trace: trace.is_some(),
         };
-        let header = format!("stackrt-sched-trace 1 {}\n", det.policy);
-        det.write_trace(&header);
+        if let Some(file) = trace {
+            crate::race::record::open(file);
+            // A `--race` program's events go into the same file, after the header: version 2.
+            let version = if crate::race::enabled() { 2 } else { 1 };
+            let policy = det.policy.to_string();
+            crate::race::record::line(&crate::race::trace::header(version, &policy));
+            if version == 2 {
+                crate::race::start_recording();
+            }
+        }
         Ok(det)
     }
 
     fn write_trace(&mut self, s: &str) {
-        if let Some(t) = &mut self.trace {
-            let _ = t.write_all(s.as_bytes());
+        if self.trace {
+            crate::race::record::line(s);
         }
     }
 
     /// Flushes the trace file.
     pub fn flush(&mut self) {
-        if let Some(t) = &mut self.trace {
-            let _ = t.flush();
+        if self.trace {
+            crate::race::record::flush();
         }
     }
 

@@ -16,20 +16,29 @@
 //! thread (`crate::green::sched`): so this layer sits below `green`. Only the deterministic
 //! scheduler's decision hook ([`set_decision_hook`]) switches threads here; an entry keeps its
 //! own thread's state (a heap object, not the thread-local's address) across it.
+//!
+//! Schedules (`STACKRT_SCHED_TRACE`, `STACKRT_SCHED=relaxed:FILE`): every thread counts its
+//! events (instrumented accesses and thread-library calls, [`sync_begin`]); under the
+//! deterministic scheduler `record` writes the partial order of conflicting events into the
+//! trace file (`trace`), and `relaxed` enforces it in a parallel run, where detection is off.
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::Relaxed;
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock};
 
+use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
 use crate::base::diag::{fail, StackBuf, FATAL_EXIT_STATUS};
 
 pub mod clock;
 pub mod detect;
+pub mod record;
+pub mod relaxed;
 pub mod report;
 pub mod shadow;
+pub mod trace;
 
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 use shadow::GRANULE;
@@ -46,6 +55,10 @@ pub fn set_decision_hook(f: fn()) {
     DECISION_HOOK.store(f as usize, Relaxed);
 }
 static ABORT: AtomicBool = AtomicBool::new(false);
+/// The deterministic scheduler records a trace: events go into it too (`record`).
+static RECORDING: AtomicBool = AtomicBool::new(false);
+/// Thread numbers (`trace`): creation order, `main` is 0.
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
 static TABLES: OnceLock<report::Tables> = OnceLock::new();
 
 /// Whether the program was compiled with `--race` (set once at start).
@@ -58,6 +71,12 @@ pub fn enabled() -> bool {
 pub struct RaceThread {
     slot: usize,
     vc: VClock,
+    /// Its number in schedule traces.
+    id: u32,
+    /// Events so far (`trace`), and the number of the thread-library call's under way.
+    events: Cell<u64>,
+    sync_event: Cell<u64>,
+    cursor: relaxed::Cursor,
 }
 
 thread_local! {
@@ -66,6 +85,11 @@ thread_local! {
 }
 
 /// The running thread's state (null when detection is off).
+///
+/// A green thread may move to another worker (OS thread) at every switch, and the compiler
+/// may keep a thread-local's address for a whole function: the thread library's entries here
+/// (`fork`, `join`, `acquire`, `release`, `sync_*`, `thread_end`), which it calls after calls
+/// that may switch, are out of line, so each finds the running thread afresh.
 pub fn current() -> *mut RaceThread {
     CURRENT.with(|c| c.get())
 }
@@ -123,7 +147,15 @@ fn new_thread(handle: c_int, parent: &VClock) -> *mut RaceThread {
     HANDLES[slot].store(handle, Relaxed);
     let mut vc = parent.clone();
     vc.set(slot, start);
-    Box::into_raw(Box::new(RaceThread { slot, vc }))
+    let id = NEXT_ID.fetch_add(1, Relaxed);
+    Box::into_raw(Box::new(RaceThread {
+        slot,
+        vc,
+        id,
+        events: Cell::new(0),
+        sync_event: Cell::new(0),
+        cursor: relaxed::Cursor::new(id),
+    }))
 }
 
 fn tick(t: &mut RaceThread) {
@@ -141,7 +173,16 @@ fn tick(t: &mut RaceThread) {
 /// the shadow directory, tracks the globals and makes the calling (main) thread thread 0.
 pub fn start() {
     use crate::base::program::{race_globals, race_sites, race_strings};
+    let relaxed_path = std::env::var("STACKRT_SCHED")
+        .ok()
+        .and_then(|v| v.trim().strip_prefix("relaxed:").map(str::to_string));
     if race_sites() == 0 {
+        if relaxed_path.is_some() {
+            fail(
+                "stackrt: STACKRT_SCHED=relaxed:FILE needs a program compiled with --race",
+                THREAD_FAILURE_EXIT_STATUS,
+            );
+        }
         return;
     }
     match std::env::var("STACKRT_RACE").as_deref() {
@@ -162,13 +203,159 @@ pub fn start() {
         shadow::track(addr, size);
     }
     let _ = TABLES.set(tables);
+    if let Some(path) = relaxed_path {
+        start_relaxed(&path);
+    }
     *lock_clocks() = Some(HashMap::new());
     set_current(new_thread(0, &VClock::new()));
     ENABLED.store(true, Relaxed);
 }
 
+/// The site table's size and an FNV-1a hash of its texts: which program a trace belongs to.
+pub fn program_fingerprint() -> Option<(u64, u64)> {
+    let tables = TABLES.get()?;
+    // SAFETY: `sites` starts with its count (the compiler's contract), or is null.
+    let n = if tables.sites.is_null() {
+        0
+    } else {
+        unsafe { *tables.sites }
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for s in 0..n {
+        for &b in tables.site(s).iter().chain(b"\n") {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    Some((n as u64, h))
+}
+
+/// `STACKRT_SCHED=relaxed:FILE`: reads the trace (bad input: one line, status 1) and turns
+/// relaxed replay on, detection off.
+fn start_relaxed(path: &str) {
+    let bad = |m: String| -> ! {
+        fail(
+            &format!("stackrt: STACKRT_SCHED: {m}"),
+            THREAD_FAILURE_EXIT_STATUS,
+        )
+    };
+    if path.is_empty() {
+        bad("relaxed takes a trace file: relaxed:FILE".into());
+    }
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
+    let t = trace::parse(&text).unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")));
+    match t.program {
+        None => bad(format!(
+            "{path} has no --race events (record it from a --race build under the deterministic scheduler)"
+        )),
+        Some(p) if Some(p) != program_fingerprint() => {
+            bad(format!("{path} was recorded from another program"))
+        }
+        Some(_) => relaxed::start(&t),
+    }
+}
+
+/// Called by the deterministic scheduler once it wrote a trace file's header (version 2 when
+/// [`enabled`]): the events of a `--race` program are recorded into it (`record`).
+pub fn start_recording() {
+    if !enabled() {
+        return;
+    }
+    if let Some((n, h)) = program_fingerprint() {
+        record::line(&format!("program {n} {h}\n"));
+    }
+    record::start();
+    RECORDING.store(true, Relaxed);
+}
+
+fn recording() -> bool {
+    RECORDING.load(Relaxed)
+}
+
+/// Whether accesses are checked (not under relaxed replay).
+fn detecting() -> bool {
+    enabled() && !relaxed::on()
+}
+
+/// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
+/// `_mutex_lock`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
+/// replay the caller then waits ([`sync_wait`], or [`sync_ready`] and a yield) before it acts.
+#[inline(never)]
+pub fn sync_begin() {
+    let cur = current();
+    if cur.is_null() {
+        return;
+    }
+    // SAFETY: the running thread's state; only this thread changes its counters.
+    let t = unsafe { &*cur };
+    let n = t.events.get() + 1;
+    t.events.set(n);
+    t.sync_event.set(n);
+    if t.cursor.needs(n) {
+        relaxed::begin(&t.cursor, n);
+    }
+}
+
+/// Whether the recorded order lets the call begun by [`sync_begin`] go on (always, but under
+/// relaxed replay).
+#[inline(never)]
+pub fn sync_ready() -> bool {
+    let cur = current();
+    // SAFETY: as in `sync_begin`.
+    cur.is_null()
+        || !relaxed::on()
+        || relaxed::ready(unsafe { &(*cur).cursor }, unsafe {
+            (*cur).sync_event.get()
+        })
+}
+
+/// Waits until [`sync_ready`] (OS threads: spinning, then yielding).
+#[inline(never)]
+pub fn sync_wait() {
+    let cur = current();
+    if !cur.is_null() && relaxed::on() {
+        // SAFETY: as in `sync_begin`.
+        let t = unsafe { &*cur };
+        relaxed::wait(&t.cursor, t.sync_event.get());
+    }
+}
+
+/// The call begun by [`sync_begin`] is done (other threads may wait for it).
+#[inline(never)]
+pub fn sync_done() {
+    let cur = current();
+    if !cur.is_null() && relaxed::on() {
+        // SAFETY: as in `sync_begin`.
+        let t = unsafe { &*cur };
+        relaxed::done(&t.cursor, t.events.get());
+    }
+}
+
+/// The running OS thread ends (returns from its function or calls `sthread_exit`).
+#[inline(never)]
+pub fn thread_end() {
+    thread_end_of(current());
+}
+
+/// Thread `t` (null: none) ended: the green scheduler calls this on its own stack once the
+/// thread switched away for good, the OS thread's entry ([`thread_end`]) on its native stack.
+pub fn thread_end_of(t: *mut RaceThread) {
+    if t.is_null() {
+        return;
+    }
+    // SAFETY: the thread's state stays alive until its join, which comes after this.
+    let t = unsafe { &*t };
+    if relaxed::on() {
+        relaxed::ended(&t.cursor, t.events.get());
+    }
+    if recording() {
+        record::line(&format!("end {} {}\n", t.id, t.events.get()));
+    }
+}
+
 /// `sthread_create` in the parent, before the child can run: the child's state, which starts
 /// after everything the parent did (null when detection is off).
+#[inline(never)]
 pub fn fork(handle: c_int) -> *mut RaceThread {
     let cur = current();
     if cur.is_null() {
@@ -178,6 +365,14 @@ pub fn fork(handle: c_int) -> *mut RaceThread {
     let parent = unsafe { &mut *cur };
     let child = new_thread(handle, &parent.vc);
     tick(parent);
+    if recording() {
+        // SAFETY: `child` is fresh and not running yet.
+        let cid = unsafe { (*child).id };
+        let n = parent.sync_event.get();
+        if let Some(e) = record::with(|r| r.create(parent.id, n, cid)) {
+            record::write_event(parent.id, n, &e, "create", None);
+        }
+    }
     child
 }
 
@@ -186,6 +381,7 @@ pub fn fork(handle: c_int) -> *mut RaceThread {
 ///
 /// # Safety
 /// `child` comes from [`fork`], its thread has ended, and it is joined once.
+#[inline(never)]
 pub unsafe fn join(child: *mut RaceThread) {
     if child.is_null() {
         return;
@@ -195,7 +391,15 @@ pub unsafe fn join(child: *mut RaceThread) {
     let cur = current();
     if !cur.is_null() {
         // SAFETY: as in `fork`.
-        unsafe { (*cur).vc.join(&child.vc) };
+        let t = unsafe { &mut *cur };
+        t.vc.join(&child.vc);
+        if recording() {
+            let n = t.sync_event.get();
+            let ce = child.events.get();
+            if let Some(e) = record::with(|r| r.join(t.id, n, child.id, ce)) {
+                record::write_event(t.id, n, &e, "join", None);
+            }
+        }
     }
     let mut s = slots();
     s.last[child.slot] = child.vc.get(child.slot);
@@ -203,6 +407,7 @@ pub unsafe fn join(child: *mut RaceThread) {
 }
 
 /// Before unlocking mutex `m`: its next locker goes on after everything done so far.
+#[inline(never)]
 pub fn release(m: usize) {
     let cur = current();
     if cur.is_null() {
@@ -210,6 +415,20 @@ pub fn release(m: usize) {
     }
     // SAFETY: as in `fork`.
     let t = unsafe { &mut *cur };
+    // The unlock is an event of schedule traces (published at once: only the next lock of
+    // `m` waits for it, and that blocks on the mutex anyway).
+    let n = t.events.get() + 1;
+    t.events.set(n);
+    if relaxed::on() {
+        if t.cursor.needs(n) {
+            relaxed::begin(&t.cursor, n);
+        }
+        relaxed::done(&t.cursor, n);
+        return;
+    }
+    if recording() {
+        record::with(|r| r.unlock(t.id, n, m));
+    }
     if let Some(map) = lock_clocks().as_mut() {
         map.insert(m, t.vc.clone());
     }
@@ -217,6 +436,7 @@ pub fn release(m: usize) {
 }
 
 /// After locking mutex `m`: everything done before its last unlock happened before.
+#[inline(never)]
 pub fn acquire(m: usize) {
     let cur = current();
     if cur.is_null() {
@@ -224,6 +444,15 @@ pub fn acquire(m: usize) {
     }
     // SAFETY: as in `fork`.
     let t = unsafe { &mut *cur };
+    if relaxed::on() {
+        return;
+    }
+    if recording() {
+        let n = t.sync_event.get();
+        if let Some(e) = record::with(|r| r.lock(t.id, n, m)) {
+            record::write_event(t.id, n, &e, "lock", None);
+        }
+    }
     if let Some(vc) = lock_clocks().as_ref().and_then(|map| map.get(&m)) {
         t.vc.join(vc);
     }
@@ -236,14 +465,45 @@ pub fn forget(m: usize) {
     }
 }
 
+/// An access under relaxed replay: counted, and held back only where the trace says (the
+/// common case is an add and a compare: kept apart from [`access`], whose frame is larger).
+#[inline(always)]
+fn relaxed_access() {
+    let cur = current();
+    if cur.is_null() {
+        return;
+    }
+    // SAFETY: the running thread's state; only this thread changes it.
+    let t = unsafe { &*cur };
+    let n = t.events.get() + 1;
+    t.events.set(n);
+    if t.cursor.needs(n) {
+        relaxed_wait(t, n);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn relaxed_wait(t: &RaceThread, n: u64) {
+    relaxed::begin(&t.cursor, n);
+    relaxed::wait(&t.cursor, n);
+}
+
+#[inline(never)]
 fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     let cur = current();
-    if cur.is_null() || size <= 0 {
+    if cur.is_null() {
         return;
     }
     // SAFETY: the running thread's state; only this thread changes it (also across a
     // decision hook's switch: it stays this thread's).
     let t = unsafe { &*cur };
+    // Every call is an event of schedule traces, as under relaxed replay.
+    let n = t.events.get() + 1;
+    t.events.set(n);
+    if size <= 0 {
+        return;
+    }
     let own = t.vc.get(t.slot);
     let end = addr.saturating_add(size as usize);
     let mut a = addr & !(GRANULE - 1);
@@ -283,6 +543,19 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
             }
         }
         a += GRANULE;
+    }
+    if recording() {
+        record_access(t, n, addr, size as usize, write, site as u32);
+    }
+}
+
+/// Records access `n` of `t` (after any decision: the access follows at once).
+#[cold]
+fn record_access(t: &RaceThread, n: u64, addr: usize, size: usize, write: bool, site: u32) {
+    if let Some(e) = record::with(|r| r.access(t.id, n, addr, size, write)) {
+        let text = TABLES.get().map(|tb| tb.site(site));
+        let kind = if write { "write" } else { "read" };
+        record::write_event(t.id, n, &e, kind, text);
     }
 }
 
@@ -326,12 +599,18 @@ fn report_race(addr: usize, size: usize, write: bool, t: &RaceThread, site: u32,
 /// Called by `--race` code before a load of `size` bytes at `addr`, at site `site`.
 #[no_mangle]
 pub extern "C" fn __stackrt_race_read(addr: *const c_void, size: c_int, site: c_int) {
+    if relaxed::on() {
+        return relaxed_access();
+    }
     access(addr as usize, size, site, false);
 }
 
 /// Called by `--race` code before a store of `size` bytes at `addr`, at site `site`.
 #[no_mangle]
 pub extern "C" fn __stackrt_race_write(addr: *const c_void, size: c_int, site: c_int) {
+    if relaxed::on() {
+        return relaxed_access();
+    }
     access(addr as usize, size, site, true);
 }
 
@@ -340,7 +619,7 @@ pub extern "C" fn __stackrt_race_write(addr: *const c_void, size: c_int, site: c
 pub extern "C" fn __stackrt_race_malloc(n: usize) -> *mut c_void {
     // SAFETY: malloc has no preconditions.
     let p = unsafe { libc::malloc(n) };
-    if !p.is_null() && enabled() {
+    if !p.is_null() && detecting() {
         shadow::track(p as usize, n);
     }
     p
@@ -351,7 +630,7 @@ pub extern "C" fn __stackrt_race_malloc(n: usize) -> *mut c_void {
 pub extern "C" fn __stackrt_race_calloc(n: usize, size: usize) -> *mut c_void {
     // SAFETY: calloc has no preconditions.
     let p = unsafe { libc::calloc(n, size) };
-    if !p.is_null() && enabled() {
+    if !p.is_null() && detecting() {
         shadow::track(p as usize, n.saturating_mul(size));
     }
     p
@@ -369,12 +648,12 @@ pub unsafe extern "C" fn __stackrt_race_realloc(p: *mut c_void, n: usize) -> *mu
     } else {
         unsafe { libc::malloc_usable_size(p) }
     };
-    if old != 0 && enabled() {
+    if old != 0 && detecting() {
         shadow::untrack(p as usize, old);
     }
     // SAFETY: per the contract.
     let q = unsafe { libc::realloc(p, n) };
-    if enabled() {
+    if detecting() {
         if !q.is_null() {
             shadow::track(q as usize, n);
         } else if old != 0 {
@@ -391,7 +670,7 @@ pub unsafe extern "C" fn __stackrt_race_realloc(p: *mut c_void, n: usize) -> *mu
 /// As `free`: `p` is NULL or a live block from the allocator.
 #[no_mangle]
 pub unsafe extern "C" fn __stackrt_race_free(p: *mut c_void) {
-    if !p.is_null() && enabled() {
+    if !p.is_null() && detecting() {
         // SAFETY: per the contract `p` is a live block.
         shadow::untrack(p as usize, unsafe { libc::malloc_usable_size(p) });
     }

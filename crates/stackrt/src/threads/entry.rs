@@ -57,7 +57,9 @@ extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
     crate::race::set_current(start.race);
     // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
     // compiled with the program's convention `abi`.
-    match unsafe { crate::mech::enter(start.abi, start.fp, start.arg, 0) } {
+    let r = unsafe { crate::mech::enter(start.abi, start.fp, start.arg, 0) };
+    crate::race::thread_end();
+    match r {
         Some(r) => r as *mut c_void,
         None => crate::base::diag::fail(
             "sthread_create: the thread entry function takes more than two parameters",
@@ -78,5 +80,7 @@ extern "C" fn native_thread_entry(p: *mut c_void) -> *mut c_void {
     let start = unsafe { Box::from_raw(p.cast::<NativeStart>()) };
     crate::signals::thread_setup(true, false);
     crate::race::set_current(start.race);
-    (start.routine)(start.arg)
+    let r = (start.routine)(start.arg);
+    crate::race::thread_end();
+    r
 }

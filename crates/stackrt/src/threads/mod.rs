@@ -40,6 +40,22 @@ fn green_table() -> std::sync::MutexGuard<'static, HandleTable<usize>> {
 
 use crate::green::sched as green;
 
+/// The phase in which the library stub repeats a call that yielded while relaxed replay held
+/// it back ([`green_relaxed_wait`]).
+const RELAXED_PHASE: u32 = 3;
+
+/// Relaxed replay (`crate::race::relaxed`) under green threads: yields until the recorded
+/// order lets the call begun by `crate::race::sync_begin` go on. `true`: the yield was left to
+/// the library stub, which repeats the call in [`RELAXED_PHASE`]; the caller returns at once.
+fn green_relaxed_wait() -> bool {
+    while !crate::race::sync_ready() {
+        if green::yield_now(RELAXED_PHASE) == green::Switched::Deferred {
+            return true;
+        }
+    }
+    false
+}
+
 /// The stack size to ask pthreads for when a C-- program asks for `requested` bytes (> 0):
 /// rounded up to whole pages, and at least the system's minimum thread stack.
 pub fn thread_stack_size(requested: c_int, page: usize, min: usize) -> usize {
@@ -70,6 +86,12 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         if phase == 1 {
             return green::libcall::lib_value() as c_int;
         }
+        if phase == 0 {
+            crate::race::sync_begin();
+        }
+        if green_relaxed_wait() {
+            return 0;
+        }
         let mut threads = green_table();
         let handle = threads.next_handle();
         let race = crate::race::fork(handle);
@@ -77,6 +99,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         let inserted = threads.insert(g as usize);
         debug_assert_eq!(inserted, handle);
         drop(threads);
+        crate::race::sync_done();
         green::libcall::set_lib_value(handle as usize);
         let _ = green::det_point(1);
         return handle;
@@ -116,6 +139,8 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         }
     }
 
+    crate::race::sync_begin();
+    crate::race::sync_wait();
     // The lock is held across pthread_create so the handle is recorded before anyone (the new
     // thread included) can join it; the new thread only takes the lock in its own sthread_* calls.
     let mut threads = table();
@@ -140,6 +165,8 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
     }
     let inserted = threads.insert((tid, race as usize));
     debug_assert_eq!(inserted, handle);
+    drop(threads);
+    crate::race::sync_done();
     handle
 }
 
@@ -167,6 +194,12 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
                 race,
             )
         } else {
+            if phase == 0 {
+                crate::race::sync_begin();
+            }
+            if phase != 1 && green_relaxed_wait() {
+                return 0;
+            }
             if phase == 0 && green::det_point(1) == green::Switched::Deferred {
                 return 0;
             }
@@ -191,12 +224,15 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
         // SAFETY: the thread ended (joined above) and its state is joined once, here.
         unsafe { crate::race::join(race) };
         green_table().end_join(handle, g, true);
+        crate::race::sync_done();
         if !retval.is_null() {
             // SAFETY: `retval` is writable per the contract.
             unsafe { *retval = r as *mut c_void };
         }
         return 0;
     }
+    crate::race::sync_begin();
+    crate::race::sync_wait();
     let (tid, race) = match table().begin_join(handle) {
         Ok(t) => t,
         Err(e) => return e.errno(),
@@ -209,6 +245,7 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
         unsafe { crate::race::join(race as *mut crate::race::RaceThread) };
     }
     table().end_join(handle, (tid, race), rc == 0);
+    crate::race::sync_done();
     rc
 }
 
@@ -223,8 +260,10 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
 #[no_mangle]
 pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
     if green::enabled() {
+        // The scheduler ends the thread's race state once it switched away.
         green::exit_current(val as usize)
     }
+    crate::race::thread_end();
     // SAFETY: ends the calling thread; pthreads unwinds it (C-- frames have no cleanups).
     unsafe { libc::pthread_exit(val) }
 }
@@ -330,6 +369,12 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
             crate::race::acquire(m as usize);
             return;
         }
+        if phase == 0 {
+            crate::race::sync_begin();
+        }
+        if phase != 1 && green_relaxed_wait() {
+            return;
+        }
         if phase == 0 && green::det_point(1) == green::Switched::Deferred {
             return;
         }
@@ -340,6 +385,8 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
         return;
     }
     let m = check_mutex(m, "sthread_mutex_lock");
+    crate::race::sync_begin();
+    crate::race::sync_wait();
     // SAFETY: `m` is a live initialized mutex per the contract.
     unsafe { libc::pthread_mutex_lock(m) };
     crate::race::acquire(m as usize);

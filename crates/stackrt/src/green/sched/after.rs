@@ -44,7 +44,11 @@ impl Sched {
                 // releasing it lets wakers see the thread, whose context is saved now.
                 unsafe { (*lock).unlock() }
             }
-            After::Exit => self.finish(w, gr),
+            After::Exit => {
+                // On the scheduler's stack: the ended thread's entry room has none to spare.
+                crate::race::thread_end_of(gr.race());
+                self.finish(w, gr)
+            }
             After::None => fail("stackrt: a green thread switched back without a reason"),
         }
     }

@@ -280,6 +280,10 @@ fn fail(msg: &str) -> ! {
 /// The deterministic scheduler of `STACKRT_SCHED` / `STACKRT_SCHED_TRACE`, if set.
 fn det_from_env() -> Option<Det<GreenPtr>> {
     let v = std::env::var("STACKRT_SCHED").ok()?;
+    if v.trim().starts_with("relaxed:") {
+        // Relaxed replay runs on every worker (`crate::race::relaxed`).
+        return None;
+    }
     let policy =
         Policy::parse(&v).unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED={v:?}: {e}")));
     let replay =

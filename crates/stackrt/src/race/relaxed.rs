@@ -1,0 +1,383 @@
+//! Relaxed replay (`STACKRT_SCHED=relaxed:FILE`): the threads run in parallel, on every worker
+//! or as OS threads, and only the recorded partial order of their events (`event` lines of
+//! `trace`) is enforced, with one progress word per thread (a vector clock spread over the
+//! threads: each waits for the entries it needs).
+//!
+//! Each thread counts its events as the recording did (`record`). Before its N-th event a
+//! thread waits until every event its line names has happened: thread U's M-th event has
+//! happened once U's progress word is M or more. U cannot tell that a load or store it was
+//! allowed to make is done (compiled code makes it after the runtime call returns), so it
+//! publishes "everything before event N is done" when it reaches event N, at the end of a
+//! thread-library call, and when it ends; it publishes only past events some line waits for,
+//! so a thread whose events nobody waits for pays one add and one compare per access. Every
+//! wait is for an event earlier in the recorded run, so the earliest pending event of the run
+//! can always go ahead: no deadlock, as long as no thread blocks outside the thread library
+//! (a pipe, `sleep`) right after an event another waits for.
+//!
+//! A trace that does not fit the run is found where it shows: a thread waits for an event of
+//! a thread that ended before it, or a thread makes more or fewer events than the trace's
+//! `end` line says; the program then ends with one line and status 70, as strict replay's
+//! divergence does.
+
+use core::cell::Cell;
+use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::OnceLock;
+
+use super::trace::Trace;
+use crate::base::diag::{fail, FATAL_EXIT_STATUS};
+
+/// In a progress word: the thread ended.
+const ENDED: u64 = 1 << 63;
+
+struct ThreadPlan {
+    /// (event, thread, its event) to wait for, by event.
+    waits: Vec<(u64, u32, u64)>,
+    /// Own events some thread waits for, increasing.
+    sources: Vec<u64>,
+    /// Events in all, if the thread ended in the recording.
+    end: Option<u64>,
+}
+
+/// One thread's progress word, and what an OS thread waiting for it sleeps on.
+#[derive(Default)]
+struct Progress {
+    done: AtomicU64,
+    /// Bumped at every publication: the futex word of sleeping waiters.
+    bell: AtomicU32,
+    sleepers: AtomicU32,
+}
+
+struct Plan {
+    threads: Vec<ThreadPlan>,
+    progress: Box<[Progress]>,
+}
+
+static PLAN: OnceLock<Plan> = OnceLock::new();
+static ON: AtomicBool = AtomicBool::new(false);
+/// The green scheduler's yield (`fn()`), or 0: a waiting green thread lets its worker run
+/// others (the one it waits for may be queued there).
+static YIELD_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether relaxed replay is on.
+#[inline]
+pub fn on() -> bool {
+    ON.load(Relaxed)
+}
+
+/// Registers the yield a waiting green thread makes (on its own stack; it may switch).
+pub fn set_yield_hook(f: fn()) {
+    YIELD_HOOK.store(f as usize, Relaxed);
+}
+
+/// Builds the plan of `trace` and turns relaxed replay on.
+pub fn start(trace: &Trace) {
+    let mut n = 0u32;
+    for e in &trace.events {
+        n = n.max(e.thread + 1);
+        for &(u, _) in &e.after {
+            n = n.max(u + 1);
+        }
+    }
+    for &(t, _) in &trace.ends {
+        n = n.max(t + 1);
+    }
+    let mut threads: Vec<ThreadPlan> = (0..n)
+        .map(|_| ThreadPlan {
+            waits: Vec::new(),
+            sources: Vec::new(),
+            end: None,
+        })
+        .collect();
+    for e in &trace.events {
+        for &(u, m) in &e.after {
+            threads[e.thread as usize].waits.push((e.seq, u, m));
+            threads[u as usize].sources.push(m);
+        }
+    }
+    for t in &mut threads {
+        t.sources.sort_unstable();
+        t.sources.dedup();
+    }
+    for &(t, k) in &trace.ends {
+        threads[t as usize].end = Some(k);
+    }
+    let progress = (0..n).map(|_| Progress::default()).collect();
+    let _ = PLAN.set(Plan { threads, progress });
+    ON.store(true, Relaxed);
+}
+
+/// One thread's place in its plan. Only the thread itself uses it.
+pub struct Cursor {
+    id: u32,
+    /// Next entry of `waits`, of `sources`.
+    wait: Cell<usize>,
+    source: Cell<usize>,
+    /// The first event that needs [`begin`]'s attention.
+    next: Cell<u64>,
+}
+
+fn plan_of(id: u32) -> Option<(&'static Plan, &'static ThreadPlan)> {
+    let p = PLAN.get()?;
+    p.threads.get(id as usize).map(|t| (p, t))
+}
+
+impl Cursor {
+    /// The cursor of thread number `id`, before its first event.
+    pub fn new(id: u32) -> Cursor {
+        let c = Cursor {
+            id,
+            wait: Cell::new(0),
+            source: Cell::new(0),
+            next: Cell::new(u64::MAX),
+        };
+        c.renew();
+        c
+    }
+
+    fn renew(&self) {
+        let Some((_, t)) = plan_of(self.id) else {
+            return;
+        };
+        let w = t.waits.get(self.wait.get()).map_or(u64::MAX, |w| w.0);
+        let s = t
+            .sources
+            .get(self.source.get())
+            .map_or(u64::MAX, |&s| s + 1);
+        let e = t.end.map_or(u64::MAX, |e| e.saturating_add(1));
+        self.next.set(w.min(s).min(e));
+    }
+
+    /// Whether event `n` needs [`begin`] (the common case is no).
+    #[inline]
+    pub fn needs(&self, n: u64) -> bool {
+        n >= self.next.get()
+    }
+}
+
+fn diverged(msg: &str) -> ! {
+    fail(
+        &format!("stackrt: relaxed replay diverged: {msg}"),
+        FATAL_EXIT_STATUS,
+    )
+}
+
+/// The thread reached its event `n`: everything before it is done (published if some thread
+/// waits for it). The waits of `n` are left to [`ready`] or [`wait`].
+pub fn begin(c: &Cursor, n: u64) {
+    let Some((p, t)) = plan_of(c.id) else {
+        return;
+    };
+    if t.end.is_some_and(|e| n > e) {
+        diverged(&format!(
+            "thread {} makes more than the trace's {} events",
+            c.id,
+            t.end.unwrap_or(0)
+        ));
+    }
+    publish(c, p, t, n - 1);
+    c.renew();
+}
+
+fn publish(c: &Cursor, p: &Plan, t: &ThreadPlan, done: u64) {
+    let mut i = c.source.get();
+    if i < t.sources.len() && t.sources[i] <= done {
+        while i < t.sources.len() && t.sources[i] <= done {
+            i += 1;
+        }
+        c.source.set(i);
+        announce(&p.progress[c.id as usize], done);
+    }
+}
+
+/// Publishes `v` and wakes the OS threads sleeping for it (if any: one load otherwise).
+fn announce(w: &Progress, v: u64) {
+    w.done.store(v, SeqCst);
+    w.bell.fetch_add(1, Release);
+    if w.sleepers.load(SeqCst) != 0 {
+        crate::base::os::futex_wake(&w.bell, i32::MAX);
+    }
+}
+
+/// Everything up to and including event `n` is done (the end of a thread-library call).
+pub fn done(c: &Cursor, n: u64) {
+    if let Some((p, t)) = plan_of(c.id) {
+        publish(c, p, t, n);
+        c.renew();
+    }
+}
+
+/// The thread ended after `n` events.
+pub fn ended(c: &Cursor, n: u64) {
+    let Some((p, t)) = plan_of(c.id) else {
+        return;
+    };
+    if let Some(e) = t.end {
+        if e != n {
+            diverged(&format!(
+                "thread {} ended after {n} events, in the trace after {e}",
+                c.id
+            ));
+        }
+    }
+    announce(&p.progress[c.id as usize], n | ENDED);
+}
+
+/// Whether every event that event `n` waits for has happened (those that have are not
+/// checked again).
+pub fn ready(c: &Cursor, n: u64) -> bool {
+    blocker(c, n).is_none()
+}
+
+/// The progress word event `n` still waits for, if any.
+fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
+    let (p, t) = plan_of(c.id)?;
+    let mut i = c.wait.get();
+    while let Some(&(e, u, m)) = t.waits.get(i) {
+        if e != n {
+            break;
+        }
+        let w = &p.progress[u as usize];
+        let v = w.done.load(Acquire);
+        if v & !ENDED < m {
+            if v & ENDED != 0 {
+                diverged(&format!(
+                    "event {n} of thread {} waits for event {m} of thread {u}, which ended after {}",
+                    c.id,
+                    v & !ENDED
+                ));
+            }
+            c.wait.set(i);
+            return Some(w);
+        }
+        i += 1;
+    }
+    c.wait.set(i);
+    c.renew();
+    None
+}
+
+/// Waits until [`ready`]: a green thread yields its worker at once (naps only after long
+/// waits); an OS thread spins a little and then sleeps on the awaited thread's futex word
+/// until its next publication.
+pub fn wait(c: &Cursor, n: u64) {
+    let mut round = 0u32;
+    while let Some(w) = blocker(c, n) {
+        round = round.saturating_add(1);
+        let h = YIELD_HOOK.load(Relaxed);
+        // A green thread yields at once: the thread it waits for may be queued on its worker.
+        if round < 64 && h == 0 {
+            core::hint::spin_loop();
+            continue;
+        }
+        if h != 0 {
+            // SAFETY: the word holds a `fn()` stored by `set_yield_hook`.
+            unsafe { core::mem::transmute::<usize, fn()>(h)() };
+            if round > 10_000 {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            }
+        } else if round < 256 {
+            // No sched_yield: on a busy machine it hands the CPU to other processes for a
+            // whole time slice, where the futex below wakes when the awaited thread publishes.
+            core::hint::spin_loop();
+        } else {
+            // The publisher bumps the bell after its store and wakes if it sees a sleeper; the
+            // sleeper counts itself before it checks again (both SeqCst), so one of the two sees
+            // the other. The timeout is a second line of defence.
+            let bell = w.bell.load(Acquire);
+            w.sleepers.fetch_add(1, SeqCst);
+            if blocker(c, n).is_some_and(|w2| core::ptr::eq(w, w2)) {
+                crate::base::os::futex_wait(&w.bell, bell, 10);
+            }
+            w.sleepers.fetch_sub(1, SeqCst);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::race::trace::{Event, Trace};
+
+    /// Three OS threads of 300 events each, with waits drawn from a recorded total order (a
+    /// pseudo-random interleaving): every event must come after each event it waits for, as
+    /// seen by a global clock read after the wait and before the thread's next event publishes.
+    /// The plan is global, so this is the module's only test that starts one.
+    #[test]
+    fn every_wait_holds_and_nothing_deadlocks_on_real_threads() {
+        const THREADS: u32 = 3;
+        const EVENTS: u64 = 300;
+        // The recorded order: a deterministic shuffle of the threads' events.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = [1u64; THREADS as usize];
+        let mut order = Vec::new();
+        while order.len() < (THREADS as u64 * EVENTS) as usize {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let t = (seed % THREADS as u64) as usize;
+            if next[t] <= EVENTS {
+                order.push((t as u32, next[t]));
+                next[t] += 1;
+            }
+        }
+        // Every 7th event waits for the latest earlier event of each other thread.
+        let mut latest = [0u64; THREADS as usize];
+        let mut events = Vec::new();
+        for (i, &(t, n)) in order.iter().enumerate() {
+            if i % 7 == 0 {
+                let after: Vec<(u32, u64)> = (0..THREADS)
+                    .filter(|&u| u != t && latest[u as usize] > 0)
+                    .map(|u| (u, latest[u as usize]))
+                    .collect();
+                if !after.is_empty() {
+                    events.push(Event {
+                        thread: t,
+                        seq: n,
+                        after,
+                    });
+                }
+            }
+            latest[t as usize] = n;
+        }
+        let trace = Trace {
+            version: 2,
+            events: events.clone(),
+            ends: (0..THREADS).map(|t| (t, EVENTS)).collect(),
+            ..Trace::default()
+        };
+        start(&trace);
+        static CLOCK: AtomicU64 = AtomicU64::new(0);
+        let stamps: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..THREADS)
+                .map(|t| {
+                    s.spawn(move || {
+                        let c = Cursor::new(t);
+                        let mut mine = vec![0u64];
+                        for n in 1..=EVENTS {
+                            if c.needs(n) {
+                                begin(&c, n);
+                                wait(&c, n);
+                            }
+                            mine.push(CLOCK.fetch_add(1, SeqCst));
+                        }
+                        ended(&c, EVENTS);
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for e in &events {
+            for &(u, m) in &e.after {
+                assert!(
+                    stamps[u as usize][m as usize] < stamps[e.thread as usize][e.seq as usize],
+                    "event {} of thread {} ran before event {m} of thread {u}",
+                    e.seq,
+                    e.thread
+                );
+            }
+        }
+        assert!(events.len() > 50, "{} waits only", events.len());
+    }
+}

@@ -1,0 +1,300 @@
+//! The schedule trace file (`STACKRT_SCHED_TRACE`, read back by `STACKRT_SCHED=replay:FILE`
+//! and `relaxed:FILE`): its text format, one line per entry, and its parser.
+//!
+//! ```text
+//! stackrt-sched-trace 2 POLICY          header (version 1: decisions only, no --race events)
+//! program SITES HASH                    the --race program: its site count and site-table hash
+//! 3                                     a decision: thread 3 (its handle) runs next
+//! event T N after U.M [V.K ...] KIND [at SITE]
+//!                                       thread T's N-th event comes after U's M-th (and V's K-th)
+//! end T N                               thread T ended after N events
+//! ```
+//!
+//! Decisions are the total order strict replay follows (`green::det`). The rest is the partial
+//! order relaxed replay enforces: threads are numbered in creation order (0 is `main`; the
+//! k-th thread created is thread k, which is its handle unless handles were reused after a
+//! join), and each thread counts its own events from 1: every instrumented load and store
+//! (of any memory) and every `sthread_create`, `sthread_join`, `sthread_mutex_lock` and
+//! `sthread_mutex_unlock`. An `event` line lists the earlier events of other threads that must
+//! have happened first (conflicting accesses to the same bytes, the previous unlock of a
+//! mutex, the previous create or join), less those the thread already comes after through
+//! earlier lines, creation, joins and mutexes. KIND is `read`, `write`, `lock`, `create` or
+//! `join`, and SITE an access's `file:line:col`; both are there for people, not for replay.
+//! Lines of one thread's events are in increasing N.
+
+/// The header's first words.
+pub const MAGIC: &str = "stackrt-sched-trace";
+
+/// One `event` line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub thread: u32,
+    pub seq: u64,
+    /// (thread, event) pairs that come first.
+    pub after: Vec<(u32, u64)>,
+}
+
+/// A parsed trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub version: u32,
+    pub policy: String,
+    /// The `program` line: site count and hash.
+    pub program: Option<(u64, u64)>,
+    pub decisions: Vec<i32>,
+    pub events: Vec<Event>,
+    /// `end` lines: (thread, events).
+    pub ends: Vec<(u32, u64)>,
+}
+
+/// Most threads a trace may name (a bound on the tables relaxed replay builds from it).
+pub const MAX_THREADS: u32 = 1 << 20;
+
+const KINDS: [&str; 5] = ["read", "write", "lock", "create", "join"];
+
+fn thread(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(t) if t < MAX_THREADS => Ok(t),
+        _ => Err(format!("{s:?} is not a thread number")),
+    }
+}
+
+fn seq(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("{s:?} is not an event number (1 or more)")),
+    }
+}
+
+fn parse_event(words: &[&str]) -> Result<Event, String> {
+    let usage = "expected: event T N after U.M [U.M ...] KIND [at SITE]";
+    if words.len() < 5 || words[3] != "after" {
+        return Err(usage.into());
+    }
+    let t = thread(words[1])?;
+    let n = seq(words[2])?;
+    let mut after = Vec::new();
+    let mut i = 4;
+    while i < words.len() && words[i].contains('.') {
+        let (u, m) = words[i].split_once('.').unwrap_or_default();
+        let (u, m) = (thread(u)?, seq(m)?);
+        if u == t {
+            return Err(format!("thread {t} cannot come after itself"));
+        }
+        after.push((u, m));
+        i += 1;
+    }
+    if after.is_empty() {
+        return Err(usage.into());
+    }
+    match words.get(i) {
+        Some(k) if KINDS.contains(k) => {}
+        Some(k) => return Err(format!("{k:?} is not an event kind ({})", KINDS.join(", "))),
+        None => return Err(usage.into()),
+    }
+    if let Some(w) = words.get(i + 1) {
+        if *w != "at" || words.len() == i + 2 {
+            return Err(usage.into());
+        }
+    }
+    Ok(Event {
+        thread: t,
+        seq: n,
+        after,
+    })
+}
+
+/// Parses a trace; an error names the line (1-based) and what is wrong with it.
+pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
+    let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l));
+    let mut t = Trace::default();
+    match lines
+        .next()
+        .map(|(_, l)| (l, l.split_whitespace().collect::<Vec<_>>()))
+    {
+        Some((_, w)) if w.len() == 3 && w[0] == MAGIC && (w[1] == "1" || w[1] == "2") => {
+            t.version = if w[1] == "1" { 1 } else { 2 };
+            t.policy = w[2].to_string();
+        }
+        Some((_, w)) if w.first() == Some(&MAGIC) => {
+            return Err((1, "expected: stackrt-sched-trace 1|2 POLICY".into()))
+        }
+        _ => return Err((1, "not a stackrt schedule trace".into())),
+    }
+    // The last event number of each thread seen so far, for the ordering check.
+    let mut last: std::collections::HashMap<u32, u64> = Default::default();
+    let mut ended: std::collections::HashSet<u32> = Default::default();
+    for (no, line) in lines {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let err = |m: String| (no, m);
+        let Some(first) = words.first() else {
+            return Err(err("empty line".into()));
+        };
+        if let Ok(h) = first.parse::<i32>() {
+            if words.len() != 1 || h < 0 {
+                return Err(err("a decision line is one thread handle".into()));
+            }
+            t.decisions.push(h);
+            continue;
+        }
+        if t.version == 1 {
+            return Err(err("a version 1 trace has decision lines only".into()));
+        }
+        match *first {
+            "program" => {
+                let nums: Option<Vec<u64>> = words[1..].iter().map(|w| w.parse().ok()).collect();
+                match nums.as_deref() {
+                    Some([sites, hash]) if t.program.is_none() => {
+                        t.program = Some((*sites, *hash));
+                    }
+                    _ => return Err(err("expected one line: program SITES HASH".into())),
+                }
+            }
+            "event" => {
+                let e = parse_event(&words).map_err(err)?;
+                if last.get(&e.thread).is_some_and(|&n| n >= e.seq) {
+                    return Err((
+                        no,
+                        format!(
+                            "event {} of thread {} after a later or equal one of the same thread",
+                            e.seq, e.thread
+                        ),
+                    ));
+                }
+                if ended.contains(&e.thread) {
+                    return Err((no, format!("thread {} ended above", e.thread)));
+                }
+                last.insert(e.thread, e.seq);
+                t.events.push(e);
+            }
+            "end" => {
+                if words.len() != 3 {
+                    return Err(err("expected: end T N".into()));
+                }
+                let th = thread(words[1]).map_err(err)?;
+                let n: u64 = words[2]
+                    .parse()
+                    .map_err(|_| (no, format!("{:?} is not a number of events", words[2])))?;
+                if last.get(&th).is_some_and(|&l| l > n) || !ended.insert(th) {
+                    return Err((no, format!("thread {th} cannot end here")));
+                }
+                t.ends.push((th, n));
+            }
+            other => return Err(err(format!("{other:?} starts no known line"))),
+        }
+    }
+    Ok(t)
+}
+
+/// The header line of a trace recorded under `policy`.
+pub fn header(version: u32, policy: &str) -> String {
+    format!("{MAGIC} {version} {policy}\n")
+}
+
+/// The `event` line of thread `t`'s event `n` after `after`, of kind `kind` (at `site`).
+pub fn event_line(t: u32, n: u64, after: &[(u32, u64)], kind: &str, site: Option<&[u8]>) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("event {t} {n} after");
+    for (u, m) in after {
+        let _ = write!(s, " {u}.{m}");
+    }
+    let _ = write!(s, " {kind}");
+    if let Some(site) = site {
+        let _ = write!(s, " at {}", String::from_utf8_lossy(site));
+    }
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recorded_trace_parses_back() {
+        let mut text = header(2, "pct:3:2:40");
+        text.push_str("program 12 987654321\n0\n1\n");
+        text.push_str(&event_line(
+            2,
+            5,
+            &[(1, 4), (3, 9)],
+            "write",
+            Some(b"a b.cm:3:4"),
+        ));
+        text.push_str(&event_line(2, 7, &[(0, 2)], "lock", None));
+        text.push_str("2\nend 2 9\n");
+        let t = parse(&text).unwrap();
+        assert_eq!(t.version, 2);
+        assert_eq!(t.policy, "pct:3:2:40");
+        assert_eq!(t.program, Some((12, 987654321)));
+        assert_eq!(t.decisions, [0, 1, 2]);
+        assert_eq!(
+            t.events,
+            [
+                Event {
+                    thread: 2,
+                    seq: 5,
+                    after: vec![(1, 4), (3, 9)]
+                },
+                Event {
+                    thread: 2,
+                    seq: 7,
+                    after: vec![(0, 2)]
+                }
+            ]
+        );
+        assert_eq!(t.ends, [(2, 9)]);
+        let v1 = parse("stackrt-sched-trace 1 random:1\n2\n0\n").unwrap();
+        assert_eq!((v1.version, v1.decisions), (1, vec![2, 0]));
+    }
+
+    #[test]
+    fn malformed_lines_are_named_by_number() {
+        let h = "stackrt-sched-trace 2 random:1\n";
+        for (body, line) in [
+            ("", 1),
+            ("x\n", 1),
+            ("stackrt-sched-trace 3 random:1\n", 1),
+            (
+                "stackrt-sched-trace 1 random:1\n0\nevent 1 2 after 0.1 read\n",
+                3,
+            ),
+        ] {
+            let text = if line == 1 || body.starts_with(MAGIC) {
+                body.to_string()
+            } else {
+                format!("{h}{body}")
+            };
+            assert_eq!(parse(&text).map_err(|e| e.0), Err(line), "{text:?}");
+        }
+        for bad in [
+            "-1",
+            "1 2",
+            "",
+            "evnt 1 2 after 0.1 read",
+            "event 1 2 after read",
+            "event 1 0 after 0.1 read",
+            "event 1 2 after 1.1 read",
+            "event 1 2 after 0.x read",
+            "event 1 2 after 0.1 poke",
+            "event 1 2 after 0.1",
+            "event 1 2 after 0.1 read at",
+            "event 1 2 after 0.1 read on x",
+            "event 1 2 before 0.1 read",
+            "program 1",
+            "end 1",
+            "end x 3",
+        ] {
+            let text = format!("{h}0\n{bad}\n1\n");
+            assert_eq!(parse(&text).map_err(|e| e.0), Err(3), "{bad:?}");
+        }
+        let twice = format!("{h}event 1 5 after 0.1 read\nevent 1 5 after 0.2 read\n");
+        assert_eq!(parse(&twice).map_err(|e| e.0), Err(3));
+        let after_end = format!("{h}end 1 5\nevent 1 6 after 0.2 read\n");
+        assert_eq!(parse(&after_end).map_err(|e| e.0), Err(3));
+        let early_end = format!("{h}event 1 6 after 0.2 read\nend 1 5\n");
+        assert_eq!(parse(&early_end).map_err(|e| e.0), Err(3));
+        let two_programs = format!("{h}program 1 2\nprogram 1 2\n");
+        assert_eq!(parse(&two_programs).map_err(|e| e.0), Err(3));
+    }
+}
