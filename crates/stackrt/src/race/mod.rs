@@ -334,16 +334,20 @@ pub fn sync_done() {
 /// The running OS thread ends (returns from its function or calls `sthread_exit`).
 #[inline(never)]
 pub fn thread_end() {
-    thread_end_of(current());
+    // SAFETY: the calling thread's own state (or null), alive until its join.
+    unsafe { thread_end_of(current()) };
 }
 
 /// Thread `t` (null: none) ended: the green scheduler calls this on its own stack once the
 /// thread switched away for good, the OS thread's entry ([`thread_end`]) on its native stack.
-pub fn thread_end_of(t: *mut RaceThread) {
+///
+/// # Safety
+/// `t` is null or an ended thread's state that its join has not freed yet.
+pub unsafe fn thread_end_of(t: *mut RaceThread) {
     if t.is_null() {
         return;
     }
-    // SAFETY: the thread's state stays alive until its join, which comes after this.
+    // SAFETY: the caller's guarantee: the state stays alive until its join, after this.
     let t = unsafe { &*t };
     if relaxed::on() {
         relaxed::ended(&t.cursor, t.events.get());

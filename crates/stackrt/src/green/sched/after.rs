@@ -46,7 +46,9 @@ impl Sched {
             }
             After::Exit => {
                 // On the scheduler's stack: the ended thread's entry room has none to spare.
-                crate::race::thread_end_of(gr.race());
+                // SAFETY: the thread ended and nobody joined it yet (`finish` below lets a
+                // joiner in), so its race state is alive.
+                unsafe { crate::race::thread_end_of(gr.race()) };
                 self.finish(w, gr)
             }
             After::None => fail("stackrt: a green thread switched back without a reason"),
