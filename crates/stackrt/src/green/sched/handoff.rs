@@ -110,10 +110,12 @@ impl Sched {
         let mut backoff = vec![(1u32, 0u32); slots];
         let mut seen_slice = vec![0usize; slots];
         let mut last_slice = Instant::now();
-        let mut poll = POLL;
+        // A slice shorter than the poll interval (`STACKRT_TIMESLICE=200us`) sets the pace.
+        let longest = slice.map_or(POLL, |s| s.min(POLL));
+        let mut poll = longest;
         loop {
             std::thread::sleep(poll);
-            poll = (poll * 2).min(POLL);
+            poll = (poll * 2).min(longest);
             let started = self.started.load(Acquire);
             if self.spares > 0 {
                 for (i, w) in self.workers[..started].iter().enumerate() {
