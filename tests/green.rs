@@ -515,11 +515,12 @@ fn spinning_threads_are_preempted_at_checkpoints() {
 
 /// Preemption makes threads that would run one after the other hold their depth at once; above
 /// the chunk runtime's soft limit it stops, so the running threads finish and give their chunks
-/// back. Sixteen Summation threads 2,000,000 levels deep, preempted every 200 us: without a
-/// soft limit (`STACKRT_SOFT_LIMIT=2G`) their chunks peak above 128 MiB together (i686's
-/// word-aligned frames took 118 to 308 MiB at 1,000,000 levels, 543 or more at 2,000,000); with
-/// `STACKRT_MEMORY_LIMIT=128M` (soft limit a third of it) the program still ends, below the
-/// limit. Both targets.
+/// back. Sixteen Summation threads 1,000,000 levels deep (2,000,000 on i686, whose
+/// word-aligned frames took 118 to 308 MiB at 1,000,000 levels, 543 or more at 2,000,000),
+/// preempted every 200 us: without a soft limit (`STACKRT_SOFT_LIMIT=2G`) their chunks peak
+/// above 128 MiB together; with `STACKRT_MEMORY_LIMIT=128M` (soft limit a third of it) the
+/// program still ends, below the limit (two threads 2,000,000 deep on x86-64's two workers
+/// would not fit in it). Both targets.
 #[test]
 fn preemption_stops_under_memory_pressure() {
     let dir = tempfile::tempdir().unwrap();
@@ -532,7 +533,12 @@ fn preemption_stops_under_memory_pressure() {
         );
         let run = |limit: Option<&str>| {
             let mut cmd = Command::new(&exe);
-            cmd.args(["16", "2000000", "0"])
+            let depth = if target == "i686" {
+                "2000000"
+            } else {
+                "1000000"
+            };
+            cmd.args(["16", depth, "0"])
                 .env("STACKRT_STATS", "1")
                 .env("STACKRT_TIMESLICE", "200us");
             match limit {
