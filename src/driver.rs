@@ -59,6 +59,12 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
             )));
         }
     }
+    if opts.preempt_loops && opts.threads != Threads::Green {
+        return Err(DriverError::unsupported(
+            "--preempt-loops needs --threads green (OS threads are preempted by the kernel)"
+                .to_string(),
+        ));
+    }
     if let (Some(size), true) = (opts.chunk_size, opts.mech.is_chunked()) {
         cmm_codegen::callgraph::validate_chunk_size(size as u64)
             .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
@@ -211,11 +217,13 @@ fn lower(path: &Path, opts: &CodegenOpts) -> Result<LoweredProgram, DriverError>
     let program = front_end(path, opts.target)?;
     let green = opts.threads == Threads::Green;
     // The native back end reaches thread-locals through a call; it polls the program's flag.
-    let flag = if opts.backend == Backend::Native {
-        cmm_codegen::lower::PollFlag::Global
-    } else {
-        cmm_codegen::lower::PollFlag::ThreadLocal
-    };
+    let flag = (green && opts.preempt_loops).then(|| {
+        if opts.backend == Backend::Native {
+            cmm_codegen::lower::PollFlag::Global
+        } else {
+            cmm_codegen::lower::PollFlag::ThreadLocal
+        }
+    });
     let mut lowered = if opts.race {
         // Reports name the file as the user knows it, without the directories it was
         // compiled from (`racy.cm:16:9`).

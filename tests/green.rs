@@ -32,6 +32,19 @@ fn build(src: &str, dir: &std::path::Path, mech: &str, target: &str) -> std::pat
     )
 }
 
+/// As [`build`], with `--preempt-loops` (polls at every loop head).
+fn build_polled(src: &str, dir: &std::path::Path, mech: &str, target: &str) -> std::path::PathBuf {
+    let mut args = green(mech, target);
+    args.push("--preempt-loops".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    compile(
+        &root().join(src),
+        dir,
+        &format!("{}-{mech}-{target}-polled", src.replace('/', "_")),
+        &args,
+    )
+}
+
 /// The green threads' line of the `STACKRT_STATS=1` report in `stderr`.
 fn green_stats_line(stderr: &str) -> &str {
     stderr
@@ -818,9 +831,9 @@ fn blocking_calls_hand_the_worker_on() {
 }
 
 /// Two green threads spin in `while (flag == 0) n = n + 1;`, a loop that makes no call, and a
-/// third sets `flag` (tests/green/spin.cm): the spinners hold every worker, so the program
-/// ends only if they are preempted at their loop head (before the polls it never ended with
-/// two workers). Every mechanism, both targets, one and two workers, and seeded deterministic
+/// third sets `flag` (tests/green/spin.cm), compiled with `--preempt-loops`: the spinners hold
+/// every worker, so the program ends only if they are preempted at their loop head (without
+/// the polls it never ends with two workers). Every mechanism, both targets, one and two workers, and seeded deterministic
 /// runs, whose polls are decisions. The expected line is gcc's with the oracle's thread
 /// library.
 #[test]
@@ -829,7 +842,7 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
     let want = "flag 1, both spinners saw it\n";
     for target in TARGETS {
         for mech in ALL_MECHS {
-            let exe = build("tests/green/spin.cm", dir.path(), mech, target);
+            let exe = build_polled("tests/green/spin.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {
                 let mut cmd = Command::new(&exe);
                 cmd.env("STACKRT_WORKERS", workers)
@@ -866,7 +879,7 @@ fn preemption_fits_at_the_bottom_of_a_small_fixed_stack() {
             .unwrap();
     for target in TARGETS {
         for mech in ["traditional", "callee-cleanup"] {
-            let exe = build(
+            let exe = build_polled(
                 "tests/programs/thesis/realworld_multi.cm",
                 dir.path(),
                 mech,

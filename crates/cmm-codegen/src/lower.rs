@@ -262,19 +262,15 @@ pub fn lower_program(p: &typed::Program) -> LoweredProgram {
 }
 
 /// Lowers a whole typed program for green threads (`cmm compile --threads green`): as
-/// [`lower_program`] (or [`lower_program_race`] with `race = Some((file, src))`), plus a
-/// preemption poll at the head of every loop (see [`PREEMPT_FLAG_SYMBOL`]). The driver also
-/// marks the result ([`mark_green_threads`]).
+/// [`lower_program`] (or [`lower_program_race`] with `race = Some((file, src))`), plus, with
+/// `flag` (`--preempt-loops`), a preemption poll at the head of every loop (see
+/// [`PREEMPT_FLAG_SYMBOL`]). The driver also marks the result ([`mark_green_threads`]).
 pub fn lower_program_green(
     p: &typed::Program,
     race: Option<(&str, &str)>,
-    flag: PollFlag,
+    flag: Option<PollFlag>,
 ) -> LoweredProgram {
-    lower(
-        p,
-        race.map(|(file, src)| race::Sites::new(file, src)),
-        Some(flag),
-    )
+    lower(p, race.map(|(file, src)| race::Sites::new(file, src)), flag)
 }
 
 /// Which flag the loop heads of a green-threads program poll (see [`PREEMPT_POINT`]).

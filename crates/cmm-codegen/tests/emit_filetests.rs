@@ -60,7 +60,7 @@ fn functions_text(src: &str, mech: MechKind, target: Target, green: bool) -> Str
         let mut l = cmm_codegen::lower::lower_program_green(
             &typed,
             None,
-            cmm_codegen::lower::PollFlag::ThreadLocal,
+            Some(cmm_codegen::lower::PollFlag::ThreadLocal),
         );
         cmm_codegen::lower::mark_green_threads(&mut l);
         l

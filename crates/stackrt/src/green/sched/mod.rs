@@ -891,6 +891,7 @@ fn preempt_current() {
     if s.count_stats {
         s.stats.preemptions.fetch_add(1, Relaxed);
     }
+    s.wake_for_preempted();
     let _ = yield_now(0);
 }
 

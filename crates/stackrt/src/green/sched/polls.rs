@@ -123,5 +123,6 @@ pub fn poll_point(phase: u32) -> Switched {
     if s.count_stats {
         s.stats.preemptions.fetch_add(1, Relaxed);
     }
+    s.wake_for_preempted();
     yield_now(phase)
 }
