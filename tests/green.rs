@@ -737,16 +737,6 @@ fn bad_settings_are_refused() {
     }
 }
 
-const ALL_MECHS: [&str; 7] = [
-    "traditional",
-    "callee-cleanup",
-    "heap",
-    "heap-malloc",
-    "lookahead",
-    "mmu",
-    "mmu-reuse",
-];
-
 /// A green thread blocked in `read` on an empty pipe does not keep the other threads from
 /// running (tests/green/pipe.cm): the reader runs first, and the thread that writes the byte
 /// it waits for runs only if the blocked worker hands its threads on. On one worker, before
@@ -756,7 +746,7 @@ const ALL_MECHS: [&str; 7] = [
 fn a_blocked_read_does_not_stall_the_other_green_threads() {
     let dir = tempfile::tempdir().unwrap();
     for target in TARGETS {
-        for mech in ALL_MECHS {
+        for mech in common::MECHS {
             let exe = build("tests/green/pipe.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {
                 let mut cmd = Command::new(&exe);
@@ -785,7 +775,7 @@ fn a_blocked_read_does_not_stall_the_other_green_threads() {
 fn blocking_calls_hand_the_worker_on() {
     let dir = tempfile::tempdir().unwrap();
     for target in TARGETS {
-        for mech in ALL_MECHS {
+        for mech in common::MECHS {
             let exe = build("tests/green/sleepers.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {
                 let mut cmd = Command::new(&exe);
@@ -841,7 +831,7 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
     let dir = tempfile::tempdir().unwrap();
     let want = "flag 1, both spinners saw it\n";
     for target in TARGETS {
-        for mech in ALL_MECHS {
+        for mech in common::MECHS {
             let exe = build_polled("tests/green/spin.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {
                 let mut cmd = Command::new(&exe);

@@ -19,15 +19,7 @@ fn configs() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
     let mut out = Vec::new();
     for threads in ["os", "green"] {
         for target in ["x86_64", "i686"] {
-            for mech in [
-                "traditional",
-                "callee-cleanup",
-                "heap",
-                "heap-malloc",
-                "lookahead",
-                "mmu",
-                "mmu-reuse",
-            ] {
+            for mech in common::MECHS {
                 out.push(("emit", mech, target, threads));
             }
         }

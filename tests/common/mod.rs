@@ -8,6 +8,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Every mechanism the emission stage implements, on both targets.
+pub const MECHS: [&str; 7] = [
+    "traditional",
+    "callee-cleanup",
+    "heap",
+    "heap-malloc",
+    "lookahead",
+    "mmu",
+    "mmu-reuse",
+];
+
 pub fn cmm() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cmm"))
 }

@@ -214,10 +214,10 @@ pub fn start() {
 /// The site table's size and an FNV-1a hash of its texts: which program a trace belongs to.
 pub fn program_fingerprint() -> Option<(u64, u64)> {
     let tables = TABLES.get()?;
-    // SAFETY: `sites` starts with its count (the compiler's contract), or is null.
     let n = if tables.sites.is_null() {
         0
     } else {
+        // SAFETY: a non-null `sites` starts with its count (the compiler's contract).
         unsafe { *tables.sites }
     };
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -301,12 +301,12 @@ pub fn sync_begin() {
 #[inline(never)]
 pub fn sync_ready() -> bool {
     let cur = current();
-    // SAFETY: as in `sync_begin`.
-    cur.is_null()
-        || !relaxed::on()
-        || relaxed::ready(unsafe { &(*cur).cursor }, unsafe {
-            (*cur).sync_event.get()
-        })
+    if cur.is_null() || !relaxed::on() {
+        return true;
+    }
+    // SAFETY: as in `sync_begin`: the running thread's own state, alive while it runs.
+    let t = unsafe { &*cur };
+    relaxed::ready(&t.cursor, t.sync_event.get())
 }
 
 /// Waits until [`sync_ready`] (OS threads: spinning, then yielding).
