@@ -821,9 +821,10 @@ fn blocking_calls_hand_the_worker_on() {
 }
 
 /// Two green threads spin in `while (flag == 0) n = n + 1;`, a loop that makes no call, and a
-/// third sets `flag` (tests/green/spin.cm), compiled with `--preempt-loops`: the spinners hold
-/// every worker, so the program ends only if they are preempted at their loop head (without
-/// the polls it never ends with two workers). Every mechanism, both targets, one and two workers, and seeded deterministic
+/// third sets `flag` once both have started, spinning until then (tests/green/spin.cm),
+/// compiled with `--preempt-loops`: three spinning threads on one or two workers, so the
+/// program ends only if one is preempted at its loop head, whatever the order the scheduler
+/// picks (before, the setter could run first on the second worker and no preemption was needed). Every mechanism, both targets, one and two workers, and seeded deterministic
 /// runs, whose polls are decisions. The expected line is gcc's with the oracle's thread
 /// library.
 #[test]
