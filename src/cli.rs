@@ -40,6 +40,10 @@ pub enum Emit {
     /// The look-ahead call-graph plan (frames, longest paths, checkpoints and their
     /// reserves); needs `--mech lookahead`; default: stdout.
     Callgraph,
+    /// Every function's worst-case stack use in bytes under the chosen target and mechanism,
+    /// or `unbounded` with the call-graph cycle that makes it so; needs `--backend emit`;
+    /// default: stdout.
+    StackBounds,
 }
 
 /// The architecture to generate code for.

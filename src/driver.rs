@@ -184,6 +184,26 @@ fn callgraph_text(lowered: &LoweredProgram, opts: &CodegenOpts) -> Result<String
     Ok(plan.to_string())
 }
 
+/// `--emit stack-bounds`: every function's worst-case stack use, as text.
+fn stack_bounds_text(lowered: &LoweredProgram, opts: &CodegenOpts) -> Result<String, DriverError> {
+    check_combination(opts)?;
+    if opts.backend != Backend::Emit {
+        return Err(DriverError::unsupported(
+            "--emit stack-bounds needs --backend emit (the native back end's frames are \
+             Cranelift's)"
+                .to_string(),
+        ));
+    }
+    let emit_opts = cmm_codegen::emit::EmitOptions {
+        target: emit_target(opts.target),
+        mech: emit_mech(opts.mech, opts.chunk_size, opts.target)
+            .ok_or_else(|| DriverError::unsupported("mechanism"))?,
+    };
+    let bounds = cmm_codegen::emit::bounds::stack_bounds(lowered, &emit_opts)
+        .map_err(|e| DriverError::failure(e.to_string()))?;
+    Ok(bounds.to_string())
+}
+
 /// Assembles the emission stage's output with the system C compiler into object bytes.
 fn assemble(target: Target, asm: &str) -> Result<Vec<u8>, DriverError> {
     let dir = tempfile::Builder::new()
@@ -304,6 +324,7 @@ pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
     match args.emit {
         Emit::Clif => write_text(out, &lowered.to_clif())?,
         Emit::Callgraph => write_text(out, &callgraph_text(&lowered, &args.opts)?)?,
+        Emit::StackBounds => write_text(out, &stack_bounds_text(&lowered, &args.opts)?)?,
         Emit::Asm => {
             let generated = generate(&lowered, &args.opts, true)?;
             write_text(out, generated.asm.as_deref().unwrap_or(""))?;

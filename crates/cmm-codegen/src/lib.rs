@@ -5,6 +5,7 @@
 //! - [`native`]: Cranelift's own x86-64 back end and cranelift-object (ABI id 0, no mechanism).
 //! - [`verify()`]: runs the Cranelift IR verifier over a lowered program.
 
+pub mod bounds;
 pub mod callgraph;
 pub mod emit;
 pub mod lower;

@@ -9,6 +9,7 @@ use std::fmt::{self, Write};
 
 use crate::lower::{DataKind, DataWord, LoweredProgram};
 
+pub mod bounds;
 pub mod isel;
 pub mod mech;
 pub mod print;

@@ -519,6 +519,12 @@ pub struct Lookahead {
 }
 
 impl Lookahead {
+    /// The plan-less mechanism of the first pass: it prints the frames the program gets (word
+    /// aligned under green threads), with no checkpoint.
+    pub(crate) fn planless(p: &LoweredProgram) -> Self {
+        Self::new(p, None)
+    }
+
     fn new(p: &LoweredProgram, plan: Option<Plan>) -> Self {
         let n = p.functions.len();
         Lookahead {
@@ -689,7 +695,7 @@ fn emit_error(message: String) -> EmitError {
 }
 
 /// Functions whose address is taken (thread entries): roots of the call graph.
-fn address_taken(p: &LoweredProgram) -> Vec<bool> {
+pub(crate) fn address_taken(p: &LoweredProgram) -> Vec<bool> {
     let mut taken = vec![false; p.functions.len()];
     for lf in &p.functions {
         let f = &lf.func;
