@@ -147,7 +147,7 @@ pub fn stack_bounds(p: &LoweredProgram, opts: &EmitOptions) -> Result<StackBound
     };
     super::print_all(p, target, &rec)?;
     let (_, seen) = rec.seen.into_inner();
-    let taken = super::mech::lookahead::address_taken(p);
+    let taken = super::address_taken(p);
     let mut functions = Vec::with_capacity(p.functions.len());
     for (i, (f, s)) in p.functions.iter().zip(seen).enumerate() {
         let (frame, arg_bytes) = s

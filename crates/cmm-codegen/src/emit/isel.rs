@@ -716,7 +716,13 @@ impl<'a> Isel<'a> {
                     });
                 }
                 InstructionData::FuncAddr { func_ref, .. } => {
-                    let (sym, _) = self.func_symbol(func_ref)?;
+                    // A C-- function's address is its C entry (`super::c_entry`), which C code
+                    // may call; an extern's is its own.
+                    let (sym, ext) = self.func_symbol(func_ref)?;
+                    let sym = match ext {
+                        None => super::c_entry::symbol(&sym),
+                        Some(_) => sym,
+                    };
                     return Ok(AddrV {
                         base: BaseV::Sym(sym),
                         index: None,

@@ -7,9 +7,12 @@
 
 use std::fmt::{self, Write};
 
-use crate::lower::{DataKind, DataWord, LoweredProgram};
+use cranelift_codegen::ir::{ExternalName, InstructionData};
+
+use crate::lower::{DataKind, DataWord, LoweredProgram, NameTarget};
 
 pub mod bounds;
+pub mod c_entry;
 pub mod isel;
 pub mod mech;
 pub mod print;
@@ -272,6 +275,8 @@ pub(crate) fn emit_data(
     rodata: &str,
     out: &mut String,
 ) {
+    // The C entries are code, in their own section; every mechanism's file gets them here.
+    c_entry::emit(p, opts.target, &address_taken(p), out);
     out.push_str("\t.section .rodata\n");
     out.push_str("\t.p2align 4\n");
     out.push_str(".Lcmm_sign_mask:\n\t.quad 0x8000000000000000, 0\n");
@@ -346,4 +351,28 @@ pub(crate) fn emit_data(
         mech.name()
     );
     let _ = opts;
+}
+
+/// Functions whose address is taken: thread entries (roots of the call graph) and functions
+/// C code may call back (they get a C entry, [`c_entry`]).
+pub(crate) fn address_taken(p: &LoweredProgram) -> Vec<bool> {
+    let mut taken = vec![false; p.functions.len()];
+    for lf in &p.functions {
+        let f = &lf.func;
+        for block in f.layout.blocks() {
+            for inst in f.layout.block_insts(block) {
+                let InstructionData::FuncAddr { func_ref, .. } = f.dfg.insts[inst] else {
+                    continue;
+                };
+                let ExternalName::User(r) = &f.dfg.ext_funcs[func_ref].name else {
+                    continue;
+                };
+                let u = &f.params.user_named_funcs()[*r];
+                if let Some(NameTarget::Function(i)) = p.resolve(u) {
+                    taken[i as usize] = true;
+                }
+            }
+        }
+    }
+    taken
 }

@@ -66,6 +66,20 @@ pub const CODE_BEGIN_SYMBOL: &str = "__cmm_code_begin";
 /// Label at the end of a `lookahead` program's compiled code, see [`CODE_BEGIN_SYMBOL`].
 pub const CODE_END_SYMBOL: &str = "__cmm_code_end";
 
+/// The `u32` right before a *C entry*: the System V / cdecl function whose address a C--
+/// program gets for one of its functions (`cmm_codegen::emit::c_entry`), so that C code can
+/// call it; the word before the magic holds the C-- function's own address (see
+/// `crate::base::program::c_entry_target`). "CMMC".
+pub const C_ENTRY_MAGIC: u32 = 0x434d_4d43;
+
+/// The runtime function C entries call with the C-- function and the two arguments
+/// (`crate::mech::callback`).
+pub const CALLBACK_ENTRY: &str = "stackrt_callback";
+
+/// The runtime function the C entry of a function C cannot call (more than two parameters, or
+/// a `double`) calls with the function's name: one line, exit 70.
+pub const CALLBACK_UNSUPPORTED: &str = "stackrt_callback_unsupported";
+
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
 pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
 
@@ -181,6 +195,15 @@ mod tests {
         assert_eq!(PREEMPT_FLAG_SYMBOL, "__cmm_preempt");
         assert_eq!(PREEMPT_TLS_SYMBOL, "stackrt_preempt_tls");
         assert_eq!(PREEMPT_POINT, "sthread_preempt_point");
+    }
+
+    #[test]
+    fn c_entry_symbols_are_the_compilers() {
+        // Mirrored in cmm_codegen::emit::c_entry (checked there too); the entries are defined
+        // in `crate::mech::callback`.
+        assert_eq!(C_ENTRY_MAGIC, 0x434d_4d43);
+        assert_eq!(CALLBACK_ENTRY, "stackrt_callback");
+        assert_eq!(CALLBACK_UNSUPPORTED, "stackrt_callback_unsupported");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! size, whether its threads are green, and the range of its compiled code. Every layer reads
 //! these; the symbols other than `__cmm_abi` are optional and referenced weakly.
 
-use super::abi::{is_emitted_abi, ABI_NATIVE_SYSV, UNKNOWN_ABI_EXIT_STATUS};
+use super::abi::{is_emitted_abi, ABI_NATIVE_SYSV, C_ENTRY_MAGIC, UNKNOWN_ABI_EXIT_STATUS};
 use super::weak::weak_symbol;
 
 #[cfg(not(test))]
@@ -109,4 +109,26 @@ weak_symbol!(
 pub fn code_range() -> Option<(usize, usize)> {
     let (begin, end) = (code_begin(), code_end());
     (begin != 0 && end > begin).then_some((begin, end))
+}
+
+/// The C-- function a function address of the program stands for: `fp` itself, or, when `fp` is
+/// the C entry of a C-- function (what the emission stage gives a C-- program for a function's
+/// name, `cmm_codegen::emit::c_entry`), that function.
+///
+/// # Safety
+/// `fp` must be the address of a function of the linked program (a C-- function or a C entry,
+/// whose preceding bytes are part of the program's text).
+pub unsafe fn c_entry_target(fp: usize) -> usize {
+    const P: usize = core::mem::size_of::<usize>();
+    if !is_emitted_abi(program_abi()) || fp < 4 + P {
+        return fp;
+    }
+    // SAFETY: the caller guarantees the bytes before `fp` are the program's text: a C--
+    // function's argument-bytes word or a C entry's magic.
+    let magic = unsafe { core::ptr::read_unaligned((fp - 4) as *const u32) };
+    if magic != C_ENTRY_MAGIC {
+        return fp;
+    }
+    // SAFETY: a C entry's magic follows the pointer-sized address of its C-- function.
+    unsafe { core::ptr::read_unaligned((fp - 4 - P) as *const usize) }
 }

@@ -481,6 +481,22 @@ pub fn switch_chain(save: &mut super::state::ChainState, load: &super::state::Ch
     CHAIN.with(|c| c.switch_state(save, load))
 }
 
+/// A chain put aside by [`nest_chain`].
+pub struct NestedChain(super::state::ChainState, bool);
+
+/// Puts the calling OS thread's chain aside for a nested entry into chunked code (a C callback
+/// into C--, `crate::mech::callback`); [`unnest_chain`] restores it after the nested chain's
+/// exit.
+pub fn nest_chain() -> NestedChain {
+    let (state, worker) = CHAIN.with(|c| c.nest());
+    NestedChain(state, worker)
+}
+
+/// Restores the chain [`nest_chain`] put aside.
+pub fn unnest_chain(saved: NestedChain) {
+    CHAIN.with(|c| c.unnest(&saved.0, saved.1))
+}
+
 /// Offers `[low, T - room)` as the first chunk of the calling OS thread's next
 /// `stackrt_chunk_thread_enter*` (see `ThreadChain::offer_first_chunk`): `room` is 0 when the
 /// handlers run on a worker's handler stack (`lookahead`), else

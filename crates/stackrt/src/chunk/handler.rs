@@ -45,7 +45,12 @@ struct ChunkTls {
     lib_load: usize,
     /// Non-zero: the stub repeats a thread-library call after the switch it deferred.
     resumed: usize,
-    _pad: [usize; 2],
+    /// C calls of compiled code running on the handler stack now (`stackrt_ccall` counts them
+    /// up and down): a C callback into C-- then runs below C's frames there ([`nest`]).
+    ccalls: usize,
+    /// C callbacks running on the handler stack: the green thread must not switch away (the
+    /// C frames below it are on the worker's stack), see [`pinned`].
+    pinned: usize,
 }
 
 const P: usize = core::mem::size_of::<usize>();
@@ -55,7 +60,69 @@ const _: () = {
     assert!(core::mem::offset_of!(ChunkTls, lib_save) == 3 * P);
     assert!(core::mem::offset_of!(ChunkTls, lib_load) == 4 * P);
     assert!(core::mem::offset_of!(ChunkTls, resumed) == 5 * P);
+    assert!(core::mem::offset_of!(ChunkTls, ccalls) == CCALLS_OFFSET);
 };
+
+/// Byte offset of the count of C calls on the handler stack in the block (word 6; the C-call
+/// trampolines' assembly uses it as `stackrt_chunk_tls@tpoff+48` / `@ntpoff+24`).
+pub const CCALLS_OFFSET: usize = 6 * P;
+
+/// Bytes a C callback leaves free below the SP it was called with before the handler stack it
+/// lowers to: its own frames down to the mechanism's entry trampoline.
+const CALLBACK_GAP: usize = 1024;
+
+/// What a C callback ([`nest`]) changed in the calling OS thread's block.
+#[derive(Debug)]
+pub struct HandlerNest {
+    handler_stack: usize,
+    from_enter: usize,
+    ccalls: usize,
+    pinned: usize,
+}
+
+/// A C function called back into C-- (`crate::mech::callback`) with its stack pointer at about
+/// `sp`. If C runs on the handler stack (a C call through `stackrt_ccall`), the handler stack
+/// becomes the memory below `sp` until [`unnest`], so the callback's handlers and C calls do
+/// not overwrite C's frames, and the thread is pinned to this OS thread. Returns what to
+/// restore.
+pub fn nest(sp: usize) -> HandlerNest {
+    let t = tls();
+    // SAFETY: the calling thread's own block; no handler of this thread runs now (C code does).
+    unsafe {
+        let saved = HandlerNest {
+            handler_stack: (*t).handler_stack,
+            from_enter: (*t).from_enter,
+            ccalls: (*t).ccalls,
+            pinned: (*t).pinned,
+        };
+        if saved.ccalls != 0 && saved.handler_stack != 0 {
+            (*t).handler_stack = (sp - CALLBACK_GAP) & !15;
+            (*t).ccalls = 0;
+            (*t).pinned += 1;
+        }
+        saved
+    }
+}
+
+/// Undoes [`nest`] when the callback returns to C.
+pub fn unnest(saved: HandlerNest) {
+    let t = tls();
+    // SAFETY: the calling thread's own block (a pinned callback never left its OS thread).
+    unsafe {
+        (*t).handler_stack = saved.handler_stack;
+        (*t).from_enter = saved.from_enter;
+        (*t).ccalls = saved.ccalls;
+        (*t).pinned = saved.pinned;
+    }
+}
+
+/// Whether a C callback runs on this OS thread's handler stack, under C frames there: the green
+/// thread running it cannot switch until it returns (`crate::green`'s switches check it).
+#[inline]
+pub fn pinned() -> bool {
+    // SAFETY: the calling thread's own block.
+    unsafe { (*tls()).pinned != 0 }
+}
 
 // The block itself, named by the handlers' assembly (`crate::base::tls`).
 crate::tls_block!("stackrt_chunk_tls", core::mem::size_of::<ChunkTls>());

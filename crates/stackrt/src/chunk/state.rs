@@ -120,6 +120,26 @@ impl ThreadChain {
         self.load_state(load);
     }
 
+    /// Puts the chain aside for a nested entry on this OS thread (C code calling C-- back,
+    /// `crate::mech::callback`): returns its per-thread part and whether the OS thread was a
+    /// worker; the thread keeps its id and has no chain until [`ThreadChain::unnest`]. The
+    /// nested chain's exit keeps the caches as a worker's does (the next callback reuses them).
+    pub fn nest(&self) -> (ChainState, bool) {
+        let saved = self.save_state();
+        let fresh = ChainState {
+            id: saved.id,
+            ..ChainState::new()
+        };
+        self.load_state(&fresh);
+        (saved, self.worker.replace(true))
+    }
+
+    /// Restores the chain [`ThreadChain::nest`] put aside (the nested one has exited).
+    pub fn unnest(&self, saved: &ChainState, worker: bool) {
+        self.load_state(saved);
+        self.worker.set(worker);
+    }
+
     /// Offers the memory from `low` up to the next [`ThreadChain::enter`]'s thread stack as its
     /// first chunk: a green thread's stack block, whose top holds the entry frames. The chunk's
     /// header goes `room` bytes below the thread stack `T` (where the handlers' frames grow

@@ -101,6 +101,10 @@ pub struct HeapTls {
     /// The entry function's block (freed at exit under `heap-malloc`).
     entry_top: usize,
     entry_size: usize,
+    /// C callbacks into C-- running on this OS thread outside worker mode ([`nest`]): their
+    /// entries take a block from the thread's lists as a green thread's do, and their exits
+    /// give only that block back.
+    nested: usize,
 }
 
 const _: () = {
@@ -402,9 +406,12 @@ pub extern "C" fn stackrt_heap_thread_enter(cstack: usize, need: usize) -> usize
     let t = tls();
     // SAFETY: only this thread touches its TLS block.
     let t = unsafe { &mut *t };
-    if WORKER_MODE.load(Relaxed) {
-        // A green thread, on a worker whose lists and slabs serve every thread it runs.
-        enter_worker();
+    if WORKER_MODE.load(Relaxed) || t.nested != 0 {
+        // A green thread, on a worker whose lists and slabs serve every thread it runs; or a C
+        // callback, served by the lists of the thread it runs on.
+        if t.nested == 0 {
+            enter_worker();
+        }
         t.cstack = cstack;
         let top = alloc_block(t, need);
         t.entry_top = top;
@@ -437,7 +444,7 @@ pub extern "C" fn stackrt_heap_thread_exit() {
     let t = tls();
     // SAFETY: only this thread touches its TLS block.
     let t = unsafe { &mut *t };
-    if WORKER_MODE.load(Relaxed) {
+    if WORKER_MODE.load(Relaxed) || t.nested != 0 {
         return end_green_thread(t);
     }
     if MALLOC.load(Relaxed) && t.entry_top != 0 {
@@ -599,6 +606,35 @@ pub fn swap_thread_state(state: &mut HeapThreadState) {
     core::mem::swap(&mut t.entry_size, &mut state.entry_size);
     core::mem::swap(&mut t.general_live, &mut state.general_live);
     core::mem::swap(&mut t.general_bytes, &mut state.general_bytes);
+}
+
+/// The heap state a C callback ([`nest`]) put aside.
+pub struct HeapNest(HeapThreadState);
+
+/// C code calls C-- back on the calling OS thread, which runs heap code: the per-thread state
+/// (C stack, entry block, counts) is put aside so that the callback's entry takes a block of
+/// its own and its exit gives back only that; the lists and slabs serve both. [`unnest`]
+/// restores it.
+pub fn nest() -> HeapNest {
+    let mut saved = HeapThreadState::default();
+    switch_thread_state(&mut saved, &HeapThreadState::default());
+    // SAFETY: only this OS thread touches its TLS block; no heap code runs now (C code does).
+    let t = unsafe { &mut *tls() };
+    if !WORKER_MODE.load(Relaxed) {
+        t.nested += 1;
+    }
+    HeapNest(saved)
+}
+
+/// Restores the state [`nest`] put aside, once the callback's entry function returned.
+pub fn unnest(saved: HeapNest) {
+    let mut nested = HeapThreadState::default();
+    switch_thread_state(&mut nested, &saved.0);
+    // SAFETY: as in `nest`.
+    let t = unsafe { &mut *tls() };
+    if !WORKER_MODE.load(Relaxed) {
+        t.nested -= 1;
+    }
 }
 
 /// Saves the calling worker's per-thread heap state in `save` and loads `load`'s (a direct

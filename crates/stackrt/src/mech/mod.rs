@@ -6,6 +6,7 @@
 //! start (`sthread_create` → `fp(arg)`, `crate::threads::entry`) both go through it.
 
 pub mod arch;
+pub mod callback;
 pub mod heap;
 pub mod lookahead;
 pub mod mmu;

@@ -79,6 +79,9 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
             THREAD_FAILURE_EXIT_STATUS,
         );
     }
+    // A C-- program names a function by its C entry; the thread starts the C-- function itself.
+    // SAFETY: the caller guarantees `fp` is a function of the program.
+    let fp = unsafe { crate::base::program::c_entry_target(fp as u32 as usize) } as u32 as c_int;
     if green::enabled() {
         // Phases of a call the library stub repeats after a switch (`green::libcall::lib_entry`): 1,
         // the thread was created and the deterministic mode's decision taken.

@@ -224,7 +224,6 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use cranelift_codegen::ir::{ExternalName, InstructionData};
 use regalloc2::PReg;
 
 use super::{sub_sp, CallSite, CalleeCleanup, FrameInfo, Mechanism};
@@ -232,7 +231,7 @@ use crate::callgraph::{
     self, CallGraphConfig, CallGraphInput, CallGraphPlan, ChunkHeaderLayout, FunctionNode,
 };
 use crate::emit::{regs, EmitError, EmitOptions, Target};
-use crate::lower::{LoweredProgram, NameTarget};
+use crate::lower::LoweredProgram;
 use cmm_front::typed::Callee;
 
 /// ABI id of `lookahead` (`stackrt::base::abi::ABI_LOOKAHEAD`).
@@ -694,36 +693,13 @@ fn emit_error(message: String) -> EmitError {
     }
 }
 
-/// Functions whose address is taken (thread entries): roots of the call graph.
-pub(crate) fn address_taken(p: &LoweredProgram) -> Vec<bool> {
-    let mut taken = vec![false; p.functions.len()];
-    for lf in &p.functions {
-        let f = &lf.func;
-        for block in f.layout.blocks() {
-            for inst in f.layout.block_insts(block) {
-                let InstructionData::FuncAddr { func_ref, .. } = f.dfg.insts[inst] else {
-                    continue;
-                };
-                let ExternalName::User(r) = &f.dfg.ext_funcs[func_ref].name else {
-                    continue;
-                };
-                let u = &f.params.user_named_funcs()[*r];
-                if let Some(NameTarget::Function(i)) = p.resolve(u) {
-                    taken[i as usize] = true;
-                }
-            }
-        }
-    }
-    taken
-}
-
 /// First pass: instruction selection, register allocation and printing with the plan-less
 /// mechanism, for every function's frame and calls. Returns the analysis input.
 fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, State), EmitError> {
     let rec = Lookahead::new(p, None);
     crate::emit::print_all(p, target, &rec)?;
     let state = rec.state.into_inner();
-    let taken = address_taken(p);
+    let taken = crate::emit::address_taken(p);
     let mut functions = Vec::with_capacity(p.functions.len());
     for (i, f) in p.functions.iter().enumerate() {
         let (frame, args) = state.frames[i]

@@ -33,9 +33,11 @@
 //! touches a thread-local.
 
 mod after;
+mod det_mode;
 mod handoff;
 mod idle;
 pub mod libcall;
+mod pinned;
 mod polls;
 mod prepare;
 mod stats;
@@ -49,7 +51,7 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex, OnceLock};
 
 use super::context::{self, Stack};
-use super::det::{Det, Policy};
+use super::det::Det;
 use super::fixed_stacks::{StackCache, StackPool};
 use super::preempt::{self, Preemption};
 use super::queue::{RunQueues, Source};
@@ -277,37 +279,8 @@ fn fail(msg: &str) -> ! {
 
 /// Starts the scheduler for a program of convention `abi` on the main OS thread, which becomes
 /// worker 0 running `main` as a green thread on its own stack; returns that thread's record.
-/// The deterministic scheduler of `STACKRT_SCHED` / `STACKRT_SCHED_TRACE`, if set.
-fn det_from_env() -> Option<Det<GreenPtr>> {
-    let v = std::env::var("STACKRT_SCHED").ok()?;
-    if v.trim().starts_with("relaxed:") {
-        // Relaxed replay runs on every worker (`crate::race::relaxed`).
-        return None;
-    }
-    let policy =
-        Policy::parse(&v).unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED={v:?}: {e}")));
-    let replay =
-        match &policy {
-            Policy::Replay { path } => Some(std::fs::read_to_string(path).unwrap_or_else(|e| {
-                fail(&format!("stackrt: STACKRT_SCHED: cannot read {path}: {e}"))
-            })),
-            _ => None,
-        };
-    let trace = std::env::var("STACKRT_SCHED_TRACE").ok().map(|path| {
-        std::fs::File::create(&path).unwrap_or_else(|e| {
-            fail(&format!(
-                "stackrt: STACKRT_SCHED_TRACE: cannot create {path}: {e}"
-            ))
-        })
-    });
-    Some(
-        Det::new(policy, replay.as_deref(), trace)
-            .unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED: {e}"))),
-    )
-}
-
 pub fn start(abi: u32) -> &'static Green {
-    let det = det_from_env();
+    let det = det_mode::from_env();
     if det.is_none() && std::env::var_os("STACKRT_SCHED_TRACE").is_some() {
         fail("stackrt: STACKRT_SCHED_TRACE needs a deterministic STACKRT_SCHED (random:SEED, pct:SEED:DEPTH or replay:FILE)");
     }
@@ -395,9 +368,9 @@ pub fn start(abi: u32) -> &'static Green {
     ENABLED.store(true, Relaxed);
     if let Some(d) = &s.det {
         polls::deterministic();
-        lock_det(d).created(0);
+        det_mode::lock(d).created(0);
         // SAFETY: registering a plain extern "C" function with no arguments.
-        unsafe { libc::atexit(flush_trace_at_exit) };
+        unsafe { libc::atexit(det_mode::flush_trace_at_exit) };
         // `--race`: racing accesses are decisions of the seed too (README, "Memory-level
         // schedules").
         crate::race::set_decision_hook(race_decision);
@@ -567,11 +540,11 @@ impl Sched {
     fn worker_loop(&self, w: &Worker) -> ! {
         if let Some(d) = &self.det {
             loop {
-                let picked = lock_det(d).pick();
+                let picked = det_mode::lock(d).pick();
                 match picked {
                     Ok(e) => self.run(w, e.thread.0),
                     Err(e) => {
-                        lock_det(d).flush();
+                        det_mode::lock(d).flush();
                         crate::base::diag::fail(
                             &format!("stackrt: {e}"),
                             crate::base::diag::FATAL_EXIT_STATUS,
@@ -620,7 +593,7 @@ impl Sched {
         if let Some(d) = &self.det {
             // SAFETY: a thread being made runnable is alive.
             let handle = unsafe { (*g).handle };
-            lock_det(d).push(GreenPtr(g), handle);
+            det_mode::lock(d).push(GreenPtr(g), handle);
             return;
         }
         if next {
@@ -739,6 +712,9 @@ fn switch_out(after: After, phase: u32) -> Switched {
     if poison::hooked() {
         poison::disarm();
     }
+    if let Some(done) = pinned::check(&after) {
+        return done;
+    }
     let w = this_worker();
     let g = w.current.get();
     w.after.set(after);
@@ -767,6 +743,9 @@ fn complete_switch() {
 fn yield_direct(s: &Sched, phase: u32) -> Switched {
     if poison::hooked() {
         poison::disarm();
+    }
+    if let Some(done) = pinned::check(&After::Yield) {
+        return done;
     }
     let w = this_worker();
     if w.slot.role.load(Acquire) != handoff::ACTIVE {
@@ -830,7 +809,7 @@ pub fn create(
     let s = sched();
     let g: *const Green = Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request, race)));
     if let Some(d) = &s.det {
-        lock_det(d).created(handle);
+        det_mode::lock(d).created(handle);
     }
     let alive = s.alive.fetch_add(1, AcqRel) + 1;
     if s.count_stats {
@@ -846,7 +825,7 @@ pub fn create(
 pub fn yield_now(phase: u32) -> Switched {
     if let Some(d) = &sched().det {
         let handle = current().handle;
-        lock_det(d).yielded(handle);
+        det_mode::lock(d).yielded(handle);
         return switch_out(After::Yield, phase);
     }
     yield_direct(sched(), phase)
@@ -859,7 +838,11 @@ pub fn yield_now(phase: u32) -> Switched {
 /// thread's own new chunk.
 #[inline(never)]
 fn at_checkpoint() -> bool {
-    if poison::disarm() {
+    let poisoned = poison::disarm();
+    if pinned::skip_preemption() {
+        return false;
+    }
+    if poisoned {
         // Under memory pressure a preempted thread would keep its chunks while others grow:
         // the running one goes on, to finish and give them back (as only as many OS threads
         // as CPUs may grow then).
@@ -911,16 +894,6 @@ pub fn det_point(phase: u32) -> Switched {
         return switch_out(After::Yield, phase);
     }
     Switched::Done
-}
-
-fn lock_det(d: &Mutex<Det<GreenPtr>>) -> std::sync::MutexGuard<'_, Det<GreenPtr>> {
-    d.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-extern "C" fn flush_trace_at_exit() {
-    if let Some(d) = SCHED.get().and_then(|s| s.det.as_ref()) {
-        lock_det(d).flush();
-    }
 }
 
 /// Parks the running thread: `lock` (held by the caller) is released by the worker once the

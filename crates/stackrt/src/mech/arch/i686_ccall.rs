@@ -20,6 +20,9 @@ use core::arch::global_asm;
 //      = the arguments (cdecl).
 // Out: the C function's results (eax, edx, st0) and ebx esi edi ebp; ecx, xmm7 and the flags
 //      clobbered. The thread's own stack gets nothing below the return address.
+//      While the C function runs, TLS word 6 (the count of C calls on the handler stack,
+//      `crate::chunk::handler::CCALLS_OFFSET`) is one higher: a C callback into C-- then
+//      knows C's frames are on the handler stack.
 //
 //   thread's stack                  handler stack (top S)
 //   | args (A)         |            +------------------+ S
@@ -46,7 +49,9 @@ global_asm!(
     "jnz .Lla_ccall_copy32",
     ".Lla_ccall_go32:",
     "mov %eax, %esp",
+    "incl %gs:stackrt_chunk_tls@ntpoff+24",
     "call *%ecx",
+    "decl %gs:stackrt_chunk_tls@ntpoff+24",
     "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
     "mov -16(%ecx), %esp",
     "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+12",

@@ -22,6 +22,9 @@ use core::arch::global_asm;
 // Out: the C function's results (rax, rdx, xmm0, xmm1) and every callee-saved register;
 //      r10, r11, xmm15 and the flags clobbered (none of them carries a System V argument or
 //      result). The thread's own stack gets 8 bytes below the return address (rax).
+//      While the C function runs, TLS word 6 (the count of C calls on the handler stack,
+//      `crate::chunk::handler::CCALLS_OFFSET`) is one higher: a C callback into C-- then
+//      knows C's frames are on the handler stack.
 //
 //   thread's stack                  handler stack (top S)
 //   | stack args (A)   |            +------------------+ S
@@ -51,7 +54,9 @@ global_asm!(
     "mov %rsp, %r10",
     "mov %rax, %rsp",
     "mov (%r10), %rax",
+    "incq %fs:stackrt_chunk_tls@tpoff+48",
     "call *%r11",
+    "decq %fs:stackrt_chunk_tls@tpoff+48",
     "mov %fs:stackrt_chunk_tls@tpoff, %r11",
     "mov -16(%r11), %rsp",
     "cmpq $0, %fs:stackrt_chunk_tls@tpoff+24",
