@@ -109,9 +109,8 @@ pub struct CodegenOpts {
     #[arg(long)]
     pub race: bool,
     /// With `--threads green`: poll for preemption at the head of every loop, so that a loop
-    /// without calls cannot keep its worker for ever. Off by default: the poll's call, though
-    /// never taken, costs registers in tight loops (Real World's counting loop ran 2.5 times
-    /// as long).
+    /// without calls cannot keep its worker for ever. Off by default: the poll's load and
+    /// branch cost the tightest loops (Real World's counting loop ran 1.2-1.3 times as long).
     #[arg(long)]
     pub preempt_loops: bool,
 }

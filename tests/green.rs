@@ -857,6 +857,37 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
     }
 }
 
+/// tests/green/poll_regs.cm, compiled with `--preempt-loops`: four threads whose loops keep four
+/// ints and two doubles in registers are preempted at the loop-head poll again and again
+/// (100 us slices) on one and two workers; the poll clobbers no register (the compiled code
+/// saves them in the runtime's thread-local area, which a preempted thread takes along), so
+/// every sum is gcc's (`gcc` with tests/oracle/sthread.c, x86-64 and -m32 print the same).
+/// Without the runtime carrying the area over the switch every line is wrong.
+#[test]
+fn loops_keep_their_registers_across_preemption_at_a_poll() {
+    let dir = tempfile::tempdir().unwrap();
+    let want = "0: 190050577 750001.349859\n1: 195152855 750001.849859\n\
+                2: 200770205 750002.349859\n3: 197483943 750002.849859\n";
+    for target in TARGETS {
+        for mech in common::MECHS {
+            let exe = build_polled("tests/green/poll_regs.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&exe);
+                cmd.args(["4", "3000000"])
+                    .env("STACKRT_WORKERS", workers)
+                    .env("STACKRT_TIMESLICE", "100us")
+                    .env("STACKRT_STATS", "1");
+                let o = run_within(cmd, Duration::from_secs(60), "poll_regs");
+                let what = format!("{target} {mech} {workers} workers");
+                let err = text(&o.stderr);
+                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                assert_eq!(text(&o.stdout), want, "{what}");
+                assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+            }
+        }
+    }
+}
+
 /// A green thread on a fixed stack sized to its C-- frames (`stacksizeof`, the thesis's "Real
 /// World" program asks for 4,096 bytes) is preempted at a loop head at the bottom of its
 /// recursion: the runtime's frames of the preemption need room too, and a green thread gets at

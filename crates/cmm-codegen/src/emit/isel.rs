@@ -1624,7 +1624,11 @@ impl<'a> Isel<'a> {
                 stack_args.push(StackArg { op: o.any(r), kind });
             }
         }
-        let mut clobbers = if external {
+        // The preemption poll's call saves what C may overwrite itself (see `CallInfo`).
+        let saves_all = external && symbol == crate::lower::PREEMPT_POINT && res.is_none();
+        let mut clobbers = if saves_all {
+            regalloc2::PRegSet::empty()
+        } else if external {
             regs::c_caller_saved(self.target)
         } else {
             self.all_regs
@@ -1656,6 +1660,7 @@ impl<'a> Isel<'a> {
             variadic_vec_regs: (variadic && self.target == Target::X86_64).then_some(vec_regs),
             ret,
             x87_ret,
+            saves_all,
         };
         self.emit_clob(Kind::Call(Box::new(info)), o, clobbers);
         Ok(())

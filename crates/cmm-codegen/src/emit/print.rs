@@ -1048,6 +1048,9 @@ impl<'a> Printer<'a> {
             arg_bytes: pad + arg_bytes,
             return_label: "",
         };
+        if info.saves_all {
+            self.poll_save(true);
+        }
         self.mech.extern_call_prefix(&site, &mut self.out);
         self.base = self.mech.call_base(self.target).map(|r| (r, self.depth));
         if pad != 0 {
@@ -1083,14 +1086,81 @@ impl<'a> Printer<'a> {
             self.line(format!("add {sp}, {cleanup}"));
         }
         self.mech.extern_call_return(&site, &mut self.out);
+        if info.saves_all {
+            self.poll_save(false);
+        }
         self.depth = 0;
         Ok(())
     }
+
+    /// Stores (`save`) or loads the C ABI's caller-saved registers in the thread-local save
+    /// area of the preemption poll ([`POLL_SAVE_SYMBOL`]): general-purpose register `k` at
+    /// `k * P`, xmm register `k` at `16 * P + 16 * k`. Thread-local, not on the stack: the
+    /// stack pointer of some mechanisms leaves no room below it (a heap block, an MMU frame),
+    /// and the runtime carries the area over a switch (`stackrt::green`'s polls).
+    fn poll_save(&mut self, save: bool) {
+        let (seg, reloc, word, p) = match self.target {
+            Target::X86_64 => ("fs", "tpoff", "qword", 8),
+            Target::I686 => ("gs", "ntpoff", "dword", 4),
+        };
+        let gprs: &[u8] = match self.target {
+            Target::I686 => &[regs::RAX, regs::RCX, regs::RDX],
+            Target::X86_64 => &[
+                regs::RAX,
+                regs::RCX,
+                regs::RDX,
+                regs::RSI,
+                regs::RDI,
+                regs::R8,
+                regs::R9,
+                10,
+                11,
+            ],
+        };
+        let width = match self.target {
+            Target::X86_64 => Width::B64,
+            Target::I686 => Width::B32,
+        };
+        for &g in gprs {
+            let mem = format!(
+                "{word} ptr {seg}:[{POLL_SAVE_SYMBOL}@{reloc} + {}]",
+                u32::from(g) * p
+            );
+            let r = regs::name(regs::gpr(g), width);
+            self.line(if save {
+                format!("mov {mem}, {r}")
+            } else {
+                format!("mov {r}, {mem}")
+            });
+        }
+        for x in 0..regs::num_xmms(self.target) {
+            let mem = format!(
+                "xmmword ptr {seg}:[{POLL_SAVE_SYMBOL}@{reloc} + {}]",
+                16 * p + 16 * u32::from(x)
+            );
+            let r = regs::name(regs::xmm(x), Width::B64);
+            self.line(if save {
+                format!("movups {mem}, {r}")
+            } else {
+                format!("movups {r}, {mem}")
+            });
+        }
+    }
 }
+
+/// The runtime's thread-local save area of the preemption poll's registers (mirrors
+/// `stackrt::base::abi::POLL_SAVE_SYMBOL`): 16 words and 16 xmm registers.
+pub const POLL_SAVE_SYMBOL: &str = "stackrt_poll_save";
 
 #[cfg(test)]
 mod tests {
     use super::peephole;
+
+    #[test]
+    fn the_poll_save_area_is_the_runtimes() {
+        // Mirrored in stackrt::base::abi::POLL_SAVE_SYMBOL (checked there too).
+        assert_eq!(super::POLL_SAVE_SYMBOL, "stackrt_poll_save");
+    }
 
     #[test]
     fn adjacent_stack_adds_merge_but_not_across_a_label() {

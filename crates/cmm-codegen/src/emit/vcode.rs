@@ -184,6 +184,10 @@ pub struct CallInfo {
     pub ret: Option<(Op, RetKind)>,
     /// The C function returns a double on i686 (in `st0`, which must be popped even if unused).
     pub x87_ret: bool,
+    /// The call clobbers no register: the printed sequence saves the C ABI's caller-saved
+    /// registers before it and restores them after (the loop heads' preemption poll, whose
+    /// call is taken about once a time slice: the loop's values stay in their registers).
+    pub saves_all: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

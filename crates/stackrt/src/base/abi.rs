@@ -80,6 +80,10 @@ pub const CALLBACK_ENTRY: &str = "stackrt_callback";
 /// a `double`) calls with the function's name: one line, exit 70.
 pub const CALLBACK_UNSUPPORTED: &str = "stackrt_callback_unsupported";
 
+/// The thread-local area where the emission stage's loop-head polls save the C ABI's
+/// caller-saved registers around their call (`crate::green::sched::polls::POLL_SAVE_BYTES`).
+pub const POLL_SAVE_SYMBOL: &str = "stackrt_poll_save";
+
 /// Exit status when `__cmm_abi` holds a value this runtime does not know (`EX_SOFTWARE`).
 pub const UNKNOWN_ABI_EXIT_STATUS: i32 = 70;
 
@@ -195,6 +199,8 @@ mod tests {
         assert_eq!(PREEMPT_FLAG_SYMBOL, "__cmm_preempt");
         assert_eq!(PREEMPT_TLS_SYMBOL, "stackrt_preempt_tls");
         assert_eq!(PREEMPT_POINT, "sthread_preempt_point");
+        // Mirrored in cmm_codegen::emit::print::POLL_SAVE_SYMBOL (checked there too).
+        assert_eq!(POLL_SAVE_SYMBOL, "stackrt_poll_save");
     }
 
     #[test]

@@ -296,9 +296,11 @@ pub extern "C" fn sthread_preempt_point() {
     if green::enabled() {
         // Phase 1 of a call the library stub repeats: it yielded.
         let (phase, _kept) = green::libcall::lib_entry();
-        if phase == 0 {
-            let _ = green::poll_point(1);
+        if phase == 0 && green::poll_point(1) == green::Switched::Deferred {
+            return;
         }
+        // Switched (or not): the poll's saved registers into this OS thread's save area.
+        green::polls::restore_poll_regs();
     }
 }
 

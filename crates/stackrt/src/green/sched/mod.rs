@@ -38,7 +38,7 @@ mod handoff;
 mod idle;
 pub mod libcall;
 mod pinned;
-mod polls;
+pub mod polls;
 mod prepare;
 mod stats;
 
@@ -128,6 +128,9 @@ pub struct Green {
     lib_phase: Cell<u32>,
     lib_value: Cell<usize>,
     lib_errno: Cell<i32>,
+    /// The registers a loop-head poll saved while the thread switches out of it (see
+    /// [`polls::keep_poll_regs`]).
+    poll_regs: Cell<Option<Box<polls::PollRegs>>>,
 }
 
 // SAFETY: a Green is touched by one OS thread at a time: the worker running it (its scheduler
@@ -482,6 +485,7 @@ impl Green {
             lib_phase: Cell::new(0),
             lib_value: Cell::new(0),
             lib_errno: Cell::new(0),
+            poll_regs: Cell::new(None),
         }
     }
 

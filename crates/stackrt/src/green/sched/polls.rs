@@ -36,6 +36,38 @@ pub const DET_POLL_EVERY: usize = 1 << 20;
 
 crate::tls_block!("stackrt_preempt_tls", 16);
 
+/// Bytes of the save area in which compiled code stores the C ABI's caller-saved registers
+/// before a poll's call and loads them after (`cmm_codegen`'s `print::poll_save`: word `k` at
+/// `k * P`, xmm `k` at `16 * P + 16 * k`), so that a poll clobbers no register and a loop keeps
+/// its values in registers across it.
+pub const POLL_SAVE_BYTES: usize = 16 * core::mem::size_of::<usize>() + 16 * 16;
+
+crate::tls_block!("stackrt_poll_save", POLL_SAVE_BYTES);
+
+/// A copy of the save area: a thread that switches out of a poll takes its registers along.
+pub type PollRegs = [u8; POLL_SAVE_BYTES];
+
+/// Before a poll switches: the registers in this OS thread's save area go with the thread
+/// (another thread's poll on this worker would overwrite them).
+fn keep_poll_regs() {
+    let area = crate::tls_address!("stackrt_poll_save") as *const PollRegs;
+    // SAFETY: the calling OS thread's own block, written by the compiled code's poll.
+    let regs = Box::new(unsafe { *area });
+    super::current().poll_regs.set(Some(regs));
+}
+
+/// After a poll's switch (on whichever worker the thread runs now): its registers back into
+/// this OS thread's save area, where the compiled code loads them. Nothing if the poll did not
+/// reach a switch. Out of line: the thread-local's address must be this OS thread's.
+#[inline(never)]
+pub fn restore_poll_regs() {
+    if let Some(regs) = super::current().poll_regs.take() {
+        let area = crate::tls_address!("stackrt_poll_save") as *mut PollRegs;
+        // SAFETY: the calling OS thread's own block; the poll's compiled code loads it next.
+        unsafe { *area = *regs };
+    }
+}
+
 /// The calling OS thread's flag.
 fn own_flag() -> &'static AtomicU32 {
     let p = crate::tls_address!("stackrt_preempt_tls") as *const AtomicU32;
@@ -107,6 +139,7 @@ pub fn poll_point(phase: u32) -> Switched {
     let s = sched();
     if s.det.is_some() {
         if s.det_polls.fetch_add(1, Relaxed) % DET_POLL_EVERY == DET_POLL_EVERY - 1 {
+            keep_poll_regs();
             return det_point(phase);
         }
         return Switched::Done;
@@ -124,5 +157,6 @@ pub fn poll_point(phase: u32) -> Switched {
         s.stats.preemptions.fetch_add(1, Relaxed);
     }
     s.wake_for_preempted();
+    keep_poll_regs();
     yield_now(phase)
 }
