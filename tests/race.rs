@@ -188,7 +188,10 @@ fn a_compare_and_swap_spin_lock_orders_what_it_protects() {
         let o = with(&exe, Some("plain"), &[]);
         assert_eq!(text(&o.stdout), "done\n", "{c:?}");
         let lines = reports(&text(&o.stderr));
-        assert!(!lines.is_empty(), "{c:?}: the unprotected counter was not reported");
+        assert!(
+            !lines.is_empty(),
+            "{c:?}: the unprotected counter was not reported"
+        );
         for l in &lines {
             assert!(
                 l.starts_with("stackrt: data race on counter (4 bytes at 0x…): ")
