@@ -518,11 +518,24 @@ fn findings() -> Vec<Finding> {
         Finding {
             plot: "irs_fibonacci-ratio",
             source: "issue 24 (the IRS seed's benchmarks)",
-            claim: "Race detection (--race) costs at most 3x the plain run's time on IRS's benchmarks",
+            claim: "Race detection (--race) costs at most 3x the plain run's time on IRS's benchmarks (OS and green threads)",
             thesis: "ThreadSanitizer 5-15x, Go's race detector 2-20x",
-            measure: |_, t, tg| worst_irs_ratio(t, tg, "lookahead --race", "lookahead"),
+            measure: |_, t, tg| {
+                [
+                    worst_irs_ratio(t, tg, "lookahead --race", "lookahead"),
+                    worst_irs_ratio(
+                        t,
+                        tg,
+                        "lookahead --race, green threads",
+                        "lookahead, green threads",
+                    ),
+                ]
+                .into_iter()
+                .flatten()
+                .max_by(|p, q| p.0.total_cmp(&q.0))
+            },
             holds: |r| r <= 3.0,
-            changed_because: "",
+            changed_because: "on green threads the plain run of these programs is a few milliseconds of thread switches and swaps, and every swap under --race takes the detector's lock and copies a vector clock",
         },
         Finding {
             plot: "irs_fibonacci-memory",
