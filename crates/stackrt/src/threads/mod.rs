@@ -435,7 +435,7 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
             THREAD_FAILURE_EXIT_STATUS,
         );
     }
-    if (p as usize) % core::mem::align_of::<c_int>() != 0 {
+    if !p.is_aligned() {
         fail(
             &format!("sthread_cas: the pointer {p:p} is not aligned to 4 bytes"),
             THREAD_FAILURE_EXIT_STATUS,
