@@ -517,7 +517,7 @@ fn findings() -> Vec<Finding> {
         },
         Finding {
             plot: "irs_fibonacci-ratio",
-            source: "issue 24 (the IRS seed's benchmarks)",
+            source: "this project (the IRS seed's benchmarks)",
             claim: "Race detection (--race) costs at most 3x the plain run's time on IRS's benchmarks (OS and green threads)",
             thesis: "ThreadSanitizer 5-15x, Go's race detector 2-20x",
             measure: |_, t, tg| {
@@ -539,7 +539,7 @@ fn findings() -> Vec<Finding> {
         },
         Finding {
             plot: "irs_fibonacci-memory",
-            source: "issue 24 (the IRS seed's benchmarks)",
+            source: "this project (the IRS seed's benchmarks)",
             claim: "Race detection (--race) needs at most 4x the plain run's peak memory on IRS's benchmarks",
             thesis: "ThreadSanitizer and Go's race detector 5-10x",
             measure: |_, t, tg| worst_irs_rss_ratio(t, tg, "lookahead --race", "lookahead"),
@@ -548,7 +548,7 @@ fn findings() -> Vec<Finding> {
         },
         Finding {
             plot: "irs_fibonacci-ratio",
-            source: "the IRS seed, table 5.3; issue 24",
+            source: "the IRS seed, table 5.3",
             claim: "Relaxed replay on two workers costs at most 1.5x the plain run (green threads)",
             thesis: "IRS: 152-520% overhead on Fibonacci (2.5-6.2x the plain time), 2.5x at best",
             measure: |_, t, tg| {
@@ -564,7 +564,7 @@ fn findings() -> Vec<Finding> {
         },
         Finding {
             plot: "irs_fibonacci-ratio",
-            source: "issue 24",
+            source: "this project",
             claim: "Relaxed replay on two workers is faster than strict replay on one",
             thesis: "IRS: relaxed replay exists to let threads run in parallel",
             measure: |_, t, tg| {
