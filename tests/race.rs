@@ -3,7 +3,7 @@
 //! under OS and green threads, every mechanism on both targets, and both back ends; a race-free
 //! program with no report; `STACKRT_RACE=abort` and a bad `STACKRT_RACE`; schedules found by
 //! seeds, recorded, and replayed strictly and relaxed (in parallel, on OS and green threads),
-//! and malformed or foreign traces. The corpus runs
+//! malformed or foreign traces, and `sthread_cas` as a synchronising access. The corpus runs
 //! under `--race` in `tests/corpus.rs`, the detector's rules against a vector-clock model in
 //! `crates/stackrt/tests/race_model.rs`.
 
@@ -161,6 +161,58 @@ fn without_the_flag_nothing_is_reported_or_instrumented() {
         .unwrap();
     assert!(asm.status.success());
     assert!(!text(&asm.stdout).contains("__stackrt_race"));
+}
+
+/// `sthread_cas` is a synchronising access: a counter behind a spin lock of compare-and-swaps
+/// gets no report and its full total everywhere (and under seeds of the deterministic
+/// scheduler, where each swap is a decision), while the same increments without the lock are
+/// reported, both accesses on the increment's line.
+#[test]
+fn a_compare_and_swap_spin_lock_orders_what_it_protects() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |exe: &std::path::Path, arg: Option<&str>, env: &[(&str, &str)]| {
+        let mut cmd = Command::new(exe);
+        cmd.args(arg)
+            .env("STACKRT_WORKERS", "2")
+            .env_remove("STACKRT_RACE")
+            .env_remove("STACKRT_SCHED")
+            .envs(env.iter().copied());
+        run_within(cmd, Duration::from_secs(60), &exe.display().to_string())
+    };
+    for c in configs() {
+        let exe = build("tests/race/cas_lock.cm", dir.path(), c);
+        let o = with(&exe, None, &[]);
+        assert_eq!(text(&o.stdout), "counter 4000 clashes 0\n", "{c:?}");
+        assert_eq!(text(&o.stderr), "", "{c:?}");
+        assert_eq!(o.status.code(), Some(0), "{c:?}");
+        let o = with(&exe, Some("plain"), &[]);
+        assert_eq!(text(&o.stdout), "done\n", "{c:?}");
+        let lines = reports(&text(&o.stderr));
+        assert!(
+            !lines.is_empty(),
+            "{c:?}: the unprotected counter was not reported"
+        );
+        for l in &lines {
+            assert!(
+                l.starts_with("stackrt: data race on counter (4 bytes at 0x…): ")
+                    && l.matches("cas_lock.cm:24:").count() == 2
+                    && l.ends_with(", not ordered"),
+                "{c:?}: {l}"
+            );
+        }
+    }
+    let exe = build(
+        "tests/race/cas_lock.cm",
+        dir.path(),
+        ("emit", "lookahead", "x86_64", "green"),
+    );
+    for s in 1..=10 {
+        for sched in [format!("random:{s}"), format!("pct:{s}:3")] {
+            let o = with(&exe, None, &[("STACKRT_SCHED", &sched)]);
+            assert_eq!(text(&o.stdout), "counter 4000 clashes 0\n", "{sched}");
+            assert_eq!(text(&o.stderr), "", "{sched}");
+        }
+    }
 }
 
 /// Runs `exe` under `STACKRT_SCHED=sched` (one worker), returning stdout.
@@ -471,6 +523,11 @@ fn corpus_thread_programs_record_and_replay_relaxed_to_the_oracle_output() {
         ("threads_basic", Vec::<&str>::new(), None),
         ("threads_nested", vec![], None),
         ("threads_mutex", vec!["8", "500"], Some(mutex_500)),
+        // IRS's benchmarks, with their `// args:` (their shared words go through sthread_cas).
+        ("irs_fibonacci", vec!["3"], None),
+        ("irs_last_zero", vec!["3"], None),
+        ("irs_indexer", vec!["3"], None),
+        ("irs_philosophers", vec!["2"], None),
     ];
     for (name, args, want) in progs {
         let src = root().join(format!("tests/programs/{name}.cm"));

@@ -146,3 +146,11 @@ void sthread_mutex_lock(void *m) {
 void sthread_mutex_unlock(void *m) {
     pthread_mutex_unlock((pthread_mutex_t *)m);
 }
+
+/* Compare-and-swap, as in the runtime: replaces *p by new if it holds old, returns the value
+   *p held before (it swapped if that is old). Sequentially consistent. */
+int sthread_cas(int *p, int old, int new) {
+    int expected = old;
+    __atomic_compare_exchange_n(p, &expected, new, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    return expected;
+}

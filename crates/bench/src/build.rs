@@ -64,6 +64,25 @@ impl GccLevel {
     }
 }
 
+/// How a `--race` build is run (the `irs_*` experiments).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RaceRun {
+    /// Race detection on, threads scheduled as usual.
+    Detect,
+    /// `STACKRT_SCHED=replay:TRACE`: the recorded decisions on one worker (green threads).
+    Strict,
+    /// `STACKRT_SCHED=relaxed:TRACE`: the recorded order of conflicting events only, threads in
+    /// parallel on this many workers (green threads), or as OS threads (0).
+    Relaxed(u32),
+}
+
+impl RaceRun {
+    /// Whether this run reads a recorded trace.
+    pub fn replays(self) -> bool {
+        self != RaceRun::Detect
+    }
+}
+
 /// How a variant's executable is made.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Toolchain {
@@ -71,6 +90,13 @@ pub enum Toolchain {
     Cmm {
         mech: String,
         green: bool,
+    },
+    /// The same with `--race`, run as `run` says (the trace a replay reads is recorded by the
+    /// harness first: `harness`).
+    CmmRace {
+        mech: String,
+        green: bool,
+        run: RaceRun,
     },
     /// `cmm compile --backend native` (x86-64, traditional calls only).
     Native,
@@ -96,6 +122,20 @@ impl Variant {
         match &self.tool {
             Toolchain::Cmm { mech, green: false } => mech.clone(),
             Toolchain::Cmm { mech, green: true } => format!("{mech}, green threads"),
+            Toolchain::CmmRace { mech, green, run } => {
+                let what = match run {
+                    RaceRun::Detect => "--race".to_string(),
+                    RaceRun::Strict => "strict replay".to_string(),
+                    RaceRun::Relaxed(1) => "relaxed replay 1 worker".to_string(),
+                    RaceRun::Relaxed(n) if *green => format!("relaxed replay {n} workers"),
+                    RaceRun::Relaxed(_) => "relaxed replay".to_string(),
+                };
+                if *green {
+                    format!("{mech} {what}, green threads")
+                } else {
+                    format!("{mech} {what}")
+                }
+            }
             Toolchain::Native => "native (Cranelift)".into(),
             Toolchain::Gcc(GccLevel::O0) => "gcc -O0".into(),
             Toolchain::Gcc(GccLevel::O2NoSibling) => "gcc -O2 -fno-sibling".into(),
@@ -108,7 +148,9 @@ impl Variant {
     /// True when the variant's threads need a stack-size argument big enough for their depth.
     pub fn fixed_stack(&self) -> bool {
         match &self.tool {
-            Toolchain::Cmm { mech, .. } => FIXED_STACK_MECHS.contains(&mech.as_str()),
+            Toolchain::Cmm { mech, .. } | Toolchain::CmmRace { mech, .. } => {
+                FIXED_STACK_MECHS.contains(&mech.as_str())
+            }
             Toolchain::Native => true,
             Toolchain::Gcc(level) => *level != GccLevel::SplitStack,
             Toolchain::Go => false,
@@ -117,7 +159,10 @@ impl Variant {
 
     /// True for C-- code linked with `stackrt` (it prints statistics under `STACKRT_STATS=1`).
     pub fn is_cmm(&self) -> bool {
-        matches!(self.tool, Toolchain::Cmm { .. } | Toolchain::Native)
+        matches!(
+            self.tool,
+            Toolchain::Cmm { .. } | Toolchain::CmmRace { .. } | Toolchain::Native
+        )
     }
 
     /// A file-name-safe key.
@@ -125,6 +170,13 @@ impl Variant {
         let tool = match &self.tool {
             Toolchain::Cmm { mech, green: false } => format!("cmm-{mech}"),
             Toolchain::Cmm { mech, green: true } => format!("cmm-{mech}-green"),
+            // Every run of one build shares its executable (see `Builder::build`).
+            Toolchain::CmmRace {
+                mech, green: false, ..
+            } => format!("cmm-{mech}-race"),
+            Toolchain::CmmRace {
+                mech, green: true, ..
+            } => format!("cmm-{mech}-race-green"),
             Toolchain::Native => "native".into(),
             Toolchain::Gcc(level) => format!("gcc-{level:?}"),
             Toolchain::Go => "go".into(),
@@ -300,6 +352,12 @@ impl Builder {
     /// Builds (or returns the already built) executable of `variant` for `sources`;
     /// `Err(reason)` means "not available".
     pub fn build(&mut self, sources: &Sources, variant: &Variant) -> Result<PathBuf, String> {
+        // The runs of one `--race` build differ only in their environment: one executable.
+        let mut variant = variant.clone();
+        if let Toolchain::CmmRace { run, .. } = &mut variant.tool {
+            *run = RaceRun::Detect;
+        }
+        let variant = &variant;
         let key = (
             sources.cm.clone(),
             sources.cmm_options.clone(),
@@ -336,6 +394,16 @@ impl Builder {
                     } else {
                         &[]
                     })
+                    .arg(&sources.cm)
+                    .arg("-o")
+                    .arg(exe),
+            ),
+            Toolchain::CmmRace { mech, green, .. } => run_build(
+                Command::new(&self.cmm)
+                    .args(["compile", "--backend", "emit", "--race", "--mech", mech])
+                    .args(["--target", target.name()])
+                    .args(&sources.cmm_options)
+                    .args(["--threads", if *green { "green" } else { "os" }])
                     .arg(&sources.cm)
                     .arg("-o")
                     .arg(exe),

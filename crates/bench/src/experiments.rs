@@ -3,7 +3,7 @@
 //! reduced in `--quick`; every reduction is written next to the thesis's value and printed in
 //! the report.
 
-use crate::build::{GccLevel, Sources, Target};
+use crate::build::{GccLevel, RaceRun, Sources, Target};
 use crate::run::MainStack;
 use std::path::Path;
 
@@ -95,6 +95,11 @@ pub struct Experiment {
     /// Mechanisms also run with `--threads green` (a second variant each, beside the one on
     /// OS threads).
     pub green: &'static [&'static str],
+    /// Runs of a `--race` build of each mechanism, beside its plain build: detection on OS
+    /// threads and (for mechanisms of [`Experiment::green`]) green threads, replays of a trace
+    /// the harness records first (strict and relaxed on green threads; relaxed with 0 workers:
+    /// on OS threads).
+    pub race: Vec<crate::build::RaceRun>,
 }
 
 /// A one-off count made with a tool, once per executable at an experiment's first point.
@@ -301,6 +306,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "summation_single",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Deep Summation, single-threaded",
         figures: "thesis figures 4.1, 4.2; paper figures 5, 6",
@@ -338,6 +344,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         Experiment {
             name,
             env: Vec::new(),
+            race: Vec::new(),
         green: &[],
             title,
             figures,
@@ -404,6 +411,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "summation_repeat",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Summation multi-threaded, repeated 10 times",
         figures: "paper figure 11",
@@ -462,6 +470,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "big_summation",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Big Summation: frame size",
         figures: "paper figure 12",
@@ -528,6 +537,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "tree_single",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Unbalanced Binary Tree, single-threaded",
         figures: "thesis figures 4.5, 4.6; paper figure 7",
@@ -602,6 +612,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         Experiment {
             name,
             env: Vec::new(),
+            race: Vec::new(),
             green: &[],
             title,
             figures,
@@ -684,6 +695,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "realworld_single",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "\"Real World\", single-threaded",
         figures: "thesis figures 4.9, 4.10",
@@ -727,6 +739,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         |name, title, figures, threads: Vec<u64>, work: (u64, u64), note| Experiment {
             name,
             env: Vec::new(),
+            race: Vec::new(),
             green: &[],
             title,
             figures,
@@ -805,6 +818,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "quicksort",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Quicksort, single-threaded",
         figures: "paper figure 8",
@@ -850,6 +864,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "call_depth",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Cost of a call against recursion depth",
         figures: "explains paper section 6.1 (\"surprisingly\"): why callee-cleanup beats traditional deep down",
@@ -894,6 +909,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "unwind_call",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "A C call every 8192 levels while a deep recursion unwinds",
         figures: "the cost the lookahead underflow avoids by making no call (ARCHITECTURE.md)",
@@ -937,6 +953,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "hot_split",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Cost of one overflow and underflow (the hot split)",
         figures: "thesis 3.4.3 / paper section 4 (the cost the chunked mechanisms add)",
@@ -990,6 +1007,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_summation",
         env: Vec::new(),
+        race: Vec::new(),
         green: both_threads,
         title: "Summation multi-threaded: green threads against OS threads",
         figures: "beyond the thesis: figure 4.4's program with up to 100,000 threads",
@@ -1044,6 +1062,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_tree",
         env: Vec::new(),
+        race: Vec::new(),
         green: both_threads,
         title: "Unbalanced Binary Tree: green threads against OS threads",
         figures: "beyond the thesis: figure 4.8's program with up to 100,000 threads",
@@ -1087,6 +1106,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             ("STACKRT_WORKERS".into(), "1".into()),
             ("GOMAXPROCS".into(), "1".into()),
         ],
+        race: Vec::new(),
         green: &[],
         title: "Context switch: two threads yielding to each other",
         figures: "beyond the thesis: sthread_yield ping-pong on one worker, Go's runtime.Gosched on one P, gcc with OS threads and sched_yield",
@@ -1125,6 +1145,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_blocking",
         env: Vec::new(),
+        race: Vec::new(),
         green: both,
         title: "Blocking system calls: threads that sleep",
         figures: "beyond the thesis: N threads each call usleep(10 ms) ten times; green threads hand a blocked worker on to a spare OS thread, against OS threads and goroutines in nanosleep system calls",
@@ -1159,6 +1180,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_pipe",
         env: Vec::new(),
+        race: Vec::new(),
         green: both,
         title: "Blocking system calls: threads in pairs talking through pipes",
         figures: "beyond the thesis: N threads in pairs pass a byte back and forth through two pipes (every read blocks until the partner writes), against OS threads and goroutines in read/write system calls",
@@ -1192,6 +1214,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_ccall",
         env: Vec::new(),
+        race: Vec::new(),
         green: &["lookahead", "traditional", "mmu"],
         title: "A short C call from green and OS threads",
         figures: "beyond the thesis: two threads each call abs() in a loop; the cost of one C call (under lookahead a green thread's C call runs on the worker's stack; the hand-off of blocking calls adds nothing to it)",
@@ -1228,6 +1251,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_alive",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Many threads alive at once, each 100 levels deep",
         figures: "beyond the thesis: time and peak memory of N threads that recurse 100 levels, wait for each other and unwind, against Go goroutines and OS threads",
@@ -1277,6 +1301,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_park",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Threads parked on a mutex, by depth",
         figures: "beyond the thesis: time and peak memory of many threads (100,000 in the full run) that recurse D levels (frames of three locals), then wait on a mutex main holds until all have arrived, against Go goroutines",
@@ -1317,6 +1342,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     list.push(Experiment {
         name: "green_grid",
         env: Vec::new(),
+        race: Vec::new(),
         green: &[],
         title: "Threads alive at once: threads x depth x frame, parked or yielding",
         figures: "beyond the thesis: peak memory per thread beside the live frames (depth x bytes per level) and time, of threads that recurse and wait for each other on a mutex or by yielding, against the same program as goroutines",
@@ -1343,5 +1369,100 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             vec![]
         },
     });
+    // --- IRS's benchmarks (the seed 002: Iterative Relaxed Scheduling, section 5) ---
+    let corpus = |file: &str| Sources {
+        cm: root.join("tests/programs").join(file),
+        go: None,
+        cmm_options: Vec::new(),
+    };
+    // The figures column: IRS's execution overhead on the program, then the race detectors'.
+    macro_rules! irs_figures {
+        ($irs:literal) => {
+            concat!(
+                "the IRS seed (002): execution overhead of its schedulers over the plain run, ",
+                $irs,
+                "; ThreadSanitizer documents 5-15x time and 5-10x memory for race detection, Go's race detector 2-20x and 5-10x"
+            )
+        };
+    }
+    let irs = [
+        (
+            "irs_fibonacci",
+            "IRS's Fibonacci: 2 threads x 25 iterations, taking turns through sthread_cas",
+            "irs_fibonacci.cm",
+            pick(size, vec![3_000, 10_000], vec![3_000], vec![20]),
+            2,
+            irs_figures!("table 5.3 (Fibonacci, 3 traces): 152-520% for its six kernel-space prototypes, 152-278% for the best two (2.5-3.8x the plain time)"),
+        ),
+        (
+            "irs_last_zero",
+            "IRS's Last Zero: a reader and 15 writers of an array (every access a sthread_cas)",
+            "irs_last_zero.cm",
+            pick(size, vec![300, 1_000], vec![300], vec![10]),
+            16,
+            irs_figures!("tables B.1-B.3 (Last Zero, 2-8 cores): 60-457% for the prototypes and IRS_Opt, up to 3183% for IRS_Sh"),
+        ),
+        (
+            "irs_indexer",
+            "IRS's Indexer: 15 threads insert 4 messages each into a hash table with sthread_cas",
+            "irs_indexer.cm",
+            pick(size, vec![300, 1_000], vec![300], vec![10]),
+            15,
+            irs_figures!("tables B.4-B.6 (Indexer, 4-8 cores): 158-416% for the prototypes, 1331-1990% for IRS_Opt, 10-913% for IRS_Sh"),
+        ),
+        (
+            "irs_philosophers",
+            "IRS's Dining Philosophers: 16 threads x 10 meals, chopsticks taken with sthread_cas",
+            "irs_philosophers.cm",
+            pick(size, vec![300, 1_000], vec![300], vec![10]),
+            16,
+            irs_figures!("table B.7 (Dining Philosophers, 4 cores): 555-2338% for the prototypes, 2450-36849% for the user-space designs"),
+        ),
+    ];
+    for (name, title, file, rounds, threads, figures) in irs {
+        list.push(Experiment {
+            name,
+            env: Vec::new(),
+            race: vec![
+                RaceRun::Detect,
+                RaceRun::Strict,
+                RaceRun::Relaxed(1),
+                RaceRun::Relaxed(2),
+                RaceRun::Relaxed(0),
+            ],
+            green: &["lookahead"],
+            title,
+            figures,
+            sources: corpus(file),
+            x_label: "rounds (each creates the threads and joins them)",
+            log_x: false,
+            points: rounds
+                .iter()
+                .map(|&r| Point {
+                    x: r as f64,
+                    args: vec![r.to_string()],
+                    probe: None,
+                    threads,
+                    work: None,
+                    x86_64_only: false,
+                    go_least_bytes: 0,
+                })
+                .collect(),
+            mechanisms: Mechanisms::Listed(&["lookahead"]),
+            gcc: vec![],
+            native: false,
+            go: false,
+            main_stack: MainStack::KiB(8 * 1024),
+            shape: Shape::Curve,
+            baseline: "lookahead",
+            unit: "round",
+            counts: vec![],
+            reductions: vec![
+                format!("IRS ran each program once (a few dozen shared accesses per thread, far below a millisecond); here it is repeated {rounds:?} times so that a run takes measurable time"),
+                "IRS's programs are racy by design (plain loads and stores); here their shared words go through sthread_cas so that the output is the same in every interleaving (the corpus checks it against gcc): the constrained events of a trace are the swaps".to_string(),
+                "replays read a trace the harness records first with the green --race build under STACKRT_SCHED=random:1 (not timed); strict replay runs on one worker; relaxed replay with 1 and 2 workers, and on OS threads".to_string(),
+            ],
+        });
+    }
     list
 }

@@ -419,6 +419,35 @@ fn grid_measured(
     Some((r, None, text))
 }
 
+/// IRS's benchmarks (`experiments::all`, the `irs_*` experiments).
+const IRS: [&str; 4] = [
+    "irs_fibonacci",
+    "irs_last_zero",
+    "irs_indexer",
+    "irs_philosophers",
+];
+
+/// The largest of [`ratio_at_largest`] of `a` over `b` among IRS's benchmarks, naming it.
+fn worst_irs_ratio(table: &Table, t: Target, a: &str, b: &str) -> Measured {
+    IRS.iter()
+        .filter_map(|e| {
+            let (r, by_min, text) = ratio_at_largest(table, e, t, a, b)?;
+            Some((r, by_min, format!("{text}, {e}")))
+        })
+        .max_by(|p, q| p.0.total_cmp(&q.0))
+        .map(|(r, by_min, text)| (r, by_min, format!("worst: {text}")))
+}
+
+/// The largest peak-RSS ratio of `a` over `b` among IRS's benchmarks.
+fn worst_irs_rss_ratio(table: &Table, t: Target, a: &str, b: &str) -> Measured {
+    IRS.iter()
+        .filter_map(|e| {
+            let (r, by_min, text) = worst_rss_ratio(table, e, t, a, b)?;
+            Some((r, by_min, format!("{text}, {e}")))
+        })
+        .max_by(|p, q| p.0.total_cmp(&q.0))
+}
+
 fn findings() -> Vec<Finding> {
     vec![
         Finding {
@@ -485,6 +514,69 @@ fn findings() -> Vec<Finding> {
             measure: |_, t, tg| ratio_at_largest(t, "tree_single", tg, "lookahead", "callee-cleanup"),
             holds: |r| r <= 1.03,
             changed_because: "what lookahead adds to callee-cleanup's sequence is its checkpoint: a load of the chunk limit and a compare on every call of a call-graph cycle",
+        },
+        Finding {
+            plot: "irs_fibonacci-ratio",
+            source: "this project (the IRS seed's benchmarks)",
+            claim: "Race detection (--race) costs at most 3x the plain run's time on IRS's benchmarks (OS and green threads)",
+            thesis: "ThreadSanitizer 5-15x, Go's race detector 2-20x",
+            measure: |_, t, tg| {
+                [
+                    worst_irs_ratio(t, tg, "lookahead --race", "lookahead"),
+                    worst_irs_ratio(
+                        t,
+                        tg,
+                        "lookahead --race, green threads",
+                        "lookahead, green threads",
+                    ),
+                ]
+                .into_iter()
+                .flatten()
+                .max_by(|p, q| p.0.total_cmp(&q.0))
+            },
+            holds: |r| r <= 3.0,
+            changed_because: "on green threads the plain run of these programs is a few milliseconds of thread switches and swaps, and every swap under --race takes the detector's lock and copies a vector clock",
+        },
+        Finding {
+            plot: "irs_fibonacci-memory",
+            source: "this project (the IRS seed's benchmarks)",
+            claim: "Race detection (--race) needs at most 4x the plain run's peak memory on IRS's benchmarks",
+            thesis: "ThreadSanitizer and Go's race detector 5-10x",
+            measure: |_, t, tg| worst_irs_rss_ratio(t, tg, "lookahead --race", "lookahead"),
+            holds: |r| r <= 4.0,
+            changed_because: "",
+        },
+        Finding {
+            plot: "irs_fibonacci-ratio",
+            source: "the IRS seed, table 5.3",
+            claim: "Relaxed replay on two workers costs at most 1.5x the plain run (green threads)",
+            thesis: "IRS: 152-520% overhead on Fibonacci (2.5-6.2x the plain time), 2.5x at best",
+            measure: |_, t, tg| {
+                worst_irs_ratio(
+                    t,
+                    tg,
+                    "lookahead relaxed replay 2 workers, green threads",
+                    "lookahead, green threads",
+                )
+            },
+            holds: |r| r <= 1.5,
+            changed_because: "these programs are little else than the constrained events (thread creation, joins and the swaps of a few words): every event line is a handoff between threads, where the plain run's threads rarely wait for each other",
+        },
+        Finding {
+            plot: "irs_fibonacci-ratio",
+            source: "this project",
+            claim: "Relaxed replay on two workers is faster than strict replay on one",
+            thesis: "IRS: relaxed replay exists to let threads run in parallel",
+            measure: |_, t, tg| {
+                worst_irs_ratio(
+                    t,
+                    tg,
+                    "lookahead relaxed replay 2 workers, green threads",
+                    "lookahead strict replay, green threads",
+                )
+            },
+            holds: |r| r < 1.0,
+            changed_because: "",
         },
         Finding {
             plot: "green_park-memory",

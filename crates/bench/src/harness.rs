@@ -4,7 +4,7 @@
 //! round to round: the machine is shared and has slow phases lasting seconds), with a progress
 //! bar (`indicatif`) and an estimate of the time left.
 
-use crate::build::{accepted_mechanisms, Builder, Target, Toolchain, Variant};
+use crate::build::{accepted_mechanisms, Builder, RaceRun, Sources, Target, Toolchain, Variant};
 use crate::experiments::{
     Count, Experiment, Mechanisms, Point, Probe, Size, BOUNDARY_TOKEN, DEPTH_TOKEN, STACK_TOKEN,
 };
@@ -279,7 +279,8 @@ fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec
                 _ => {}
             }
             list.push(variant);
-            if e.green.contains(&mech.as_str()) {
+            let green = e.green.contains(&mech.as_str());
+            if green {
                 list.push(Variant {
                     target,
                     tool: Toolchain::Cmm {
@@ -287,6 +288,26 @@ fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec
                         green: true,
                     },
                 });
+            }
+            for &run in &e.race {
+                // Detection on both kinds of threads; the deterministic scheduler's replays on
+                // green threads; relaxed replay with 0 workers on OS threads.
+                let kinds: &[bool] = match run {
+                    RaceRun::Detect if green => &[false, true],
+                    RaceRun::Detect | RaceRun::Relaxed(0) => &[false],
+                    RaceRun::Strict | RaceRun::Relaxed(_) if green => &[true],
+                    RaceRun::Strict | RaceRun::Relaxed(_) => &[],
+                };
+                for &green in kinds {
+                    list.push(Variant {
+                        target,
+                        tool: Toolchain::CmmRace {
+                            mech: mech.clone(),
+                            green,
+                            run,
+                        },
+                    });
+                }
             }
         }
         if e.native && target == Target::X86_64 {
@@ -356,6 +377,19 @@ impl Session<'_> {
         let mut env = e.env.clone();
         if v.is_cmm() {
             env.push(("STACKRT_STATS".to_string(), "1".to_string()));
+        }
+        if let Toolchain::CmmRace { run, .. } = &v.tool {
+            let trace = self.trace_path(e, v, args).display().to_string();
+            match *run {
+                RaceRun::Detect => {}
+                RaceRun::Strict => env.push(("STACKRT_SCHED".into(), format!("replay:{trace}"))),
+                RaceRun::Relaxed(workers) => {
+                    env.push(("STACKRT_SCHED".into(), format!("relaxed:{trace}")));
+                    if workers > 0 {
+                        env.push(("STACKRT_WORKERS".into(), workers.to_string()));
+                    }
+                }
+            }
         }
         Invocation {
             exe: exe.to_path_buf(),
@@ -543,7 +577,106 @@ impl Session<'_> {
             .collect())
     }
 
+    /// The schedule trace the replays of `v`'s mechanism and target read at `args`.
+    fn trace_path(&self, e: &Experiment, v: &Variant, args: &[String]) -> PathBuf {
+        let mech = match &v.tool {
+            Toolchain::CmmRace { mech, .. } => mech.as_str(),
+            _ => "none",
+        };
+        let args: String = args
+            .join("_")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        self.scratch
+            .join("traces")
+            .join(format!("{}-{}-{mech}-{args}.trace", e.name, v.target))
+    }
+
+    /// Records the trace the replays among `built` read at `args` (once per mechanism and
+    /// target), with the green `--race` build under `STACKRT_SCHED=random:1` (not timed); a
+    /// replay whose trace could not be recorded is noted and left out.
+    fn record_traces(
+        &mut self,
+        e: &Experiment,
+        point: &Point,
+        built: &[(Variant, PathBuf)],
+    ) -> Vec<(Variant, PathBuf)> {
+        let mut kept = Vec::new();
+        let mut recorded: HashMap<PathBuf, Result<(), String>> = HashMap::new();
+        for (v, exe) in built {
+            let Toolchain::CmmRace { mech, run, .. } = &v.tool else {
+                kept.push((v.clone(), exe.clone()));
+                continue;
+            };
+            if !run.replays() {
+                kept.push((v.clone(), exe.clone()));
+                continue;
+            }
+            let trace = self.trace_path(e, v, &point.args);
+            if !recorded.contains_key(&trace) {
+                self.progress.show(&format!(
+                    "{} x={} {} {mech}: recording a schedule trace",
+                    e.name, point.x, v.target
+                ));
+                let recorder = Variant {
+                    target: v.target,
+                    tool: Toolchain::CmmRace {
+                        mech: mech.clone(),
+                        green: true,
+                        run: RaceRun::Detect,
+                    },
+                };
+                let outcome = self.record_trace(e, &recorder, &point.args, &trace);
+                recorded.insert(trace.clone(), outcome);
+            }
+            match &recorded[&trace] {
+                Ok(()) => kept.push((v.clone(), exe.clone())),
+                Err(why) => {
+                    self.note(e, v, Some(point.x), NoteKind::Failed, why.clone());
+                    self.progress.advance(self.options.runs + 1);
+                }
+            }
+        }
+        kept
+    }
+
+    fn record_trace(
+        &mut self,
+        e: &Experiment,
+        recorder: &Variant,
+        args: &[String],
+        trace: &Path,
+    ) -> Result<(), String> {
+        let sources: &Sources = &e.sources;
+        let exe = self
+            .builder
+            .build(sources, recorder)
+            .map_err(|why| format!("the recording build is not available: {why}"))?;
+        if let Some(dir) = trace.parent() {
+            std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
+        }
+        let mut inv = self.invocation(e, recorder, &exe, args);
+        inv.env.push(("STACKRT_SCHED".into(), "random:1".into()));
+        inv.env
+            .push(("STACKRT_SCHED_TRACE".into(), trace.display().to_string()));
+        inv.stdout = Some(self.scratch.join("recording.txt"));
+        let outcome = self.runner.run(&inv);
+        if outcome.ending.ok() {
+            Ok(())
+        } else {
+            Err(format!(
+                "recording the trace failed: {} {}",
+                outcome.ending.describe(),
+                outcome.stderr_tail
+            )
+            .trim()
+            .to_string())
+        }
+    }
+
     fn run_point(&mut self, e: &Experiment, point: &Point, built: &[(Variant, PathBuf)]) {
+        let built = &self.record_traces(e, point, built)[..];
         // Arguments and the verification round: every executable must succeed and print what
         // the first one printed.
         // Each with its number of measured rounds (see `rounds_within`).
@@ -865,6 +998,15 @@ fn count_syscalls(exe: &Path, args: &[String], main_stack: MainStack) -> Option<
     Some(total)
 }
 
+/// Whether `--only NAME` selects the experiment `experiment`: its name, or the family the name
+/// begins (`irs` selects `irs_fibonacci`, `irs_last_zero`, ...).
+pub fn selected_by(experiment: &str, name: &str) -> bool {
+    experiment == name
+        || experiment
+            .strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with('_'))
+}
+
 /// Runs the selected experiments and returns everything measured.
 pub fn run(options: &Options) -> Result<Results, String> {
     let start = Instant::now();
@@ -872,7 +1014,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
     let unknown: Vec<&String> = options
         .only
         .iter()
-        .filter(|o| !known.iter().any(|e| e.name == o.as_str()))
+        .filter(|o| !known.iter().any(|e| selected_by(e.name, o)))
         .collect();
     if !unknown.is_empty() {
         return Err(format!(
@@ -887,7 +1029,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
     }
     let experiments: Vec<Experiment> = known
         .into_iter()
-        .filter(|e| options.only.is_empty() || options.only.iter().any(|o| o == e.name))
+        .filter(|e| options.only.is_empty() || options.only.iter().any(|o| selected_by(e.name, o)))
         .collect();
     let runner = Runner::beside_current_exe()?;
     let scratch = options.out.join("work");

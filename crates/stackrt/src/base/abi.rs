@@ -159,12 +159,13 @@ pub fn is_fixed_stack_abi(abi: u32) -> bool {
 /// extern void sthread_mutex_destroy(void *m);
 /// extern void sthread_mutex_lock(void *m);
 /// extern void sthread_mutex_unlock(void *m);
+/// extern int sthread_cas(int *p, int old, int new);              /* the value *p held before */
 /// ```
 ///
 /// Handles are small integers: the lowest free handle, starting at 1; a handle becomes free
 /// when it is joined. The gcc oracle (`tests/oracle/sthread.c`) follows the same policy so
 /// programs printing handles have one expected output.
-pub const THREAD_LIBRARY: [&str; 7] = [
+pub const THREAD_LIBRARY: [&str; 8] = [
     "sthread_create",
     "sthread_join",
     "sthread_exit",
@@ -172,6 +173,7 @@ pub const THREAD_LIBRARY: [&str; 7] = [
     "sthread_mutex_destroy",
     "sthread_mutex_lock",
     "sthread_mutex_unlock",
+    "sthread_cas",
 ];
 
 /// Exit status of a program whose thread library call failed (e.g. `pthread_create` ran out of

@@ -5,7 +5,8 @@
 //! Synchronisation, as the thread library (`crate::threads`) tells it: creating a thread
 //! ([`fork`]: the child starts after everything its parent did), joining one ([`join`]:
 //! everything the thread did, up to its exit, before the joiner goes on), unlocking and locking
-//! a mutex ([`release`], [`acquire`]). Each thread has a slot (at most [`clock::MAX_SLOTS`]
+//! a mutex ([`release`], [`acquire`]), and a compare-and-swap ([`cas`]: both, on a clock kept
+//! per address). Each thread has a slot (at most [`clock::MAX_SLOTS`]
 //! alive at once; a joined thread's slot is reused, its clock going on from where the old
 //! thread's stopped, so old accesses look ordered before the new thread's: missed races, never
 //! false ones) and a vector clock that only it changes, but for the joiner reading it after
@@ -24,7 +25,7 @@
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::Ordering::{Relaxed, SeqCst};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, OnceLock};
@@ -278,7 +279,7 @@ fn detecting() -> bool {
 }
 
 /// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
-/// `_mutex_lock`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
+/// `_mutex_lock`, `_cas`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
 /// replay the caller then waits ([`sync_wait`], or [`sync_ready`] and a yield) before it acts.
 #[inline(never)]
 pub fn sync_begin() {
@@ -460,6 +461,56 @@ pub fn acquire(m: usize) {
     if let Some(vc) = lock_clocks().as_ref().and_then(|map| map.get(&m)) {
         t.vc.join(vc);
     }
+}
+
+/// `sthread_cas`: an atomic compare-and-swap of the `int` at `p` (`old` to `new`); returns the
+/// value `*p` held before (it swapped if that is `old`). For the detector it is a synchronising
+/// access, an acquire and a release of a clock kept per address as a mutex's is (every CAS,
+/// failed ones too, as a lock/unlock pair: ordering a failed CAS's thread before the next CAS
+/// may hide a race, never invents one), so a protocol built on CAS (a spin lock released by
+/// `sthread_cas(&l, 1, 0)`, Indexer's table) orders the plain accesses it protects. The CAS
+/// itself is not checked against plain accesses of the same word. Recorded in schedule traces
+/// as a write of its 4 bytes (kind `cas`): every CAS of a word and the plain accesses around
+/// them keep their recorded order under relaxed replay. The caller (`crate::threads`) brackets
+/// it with [`sync_begin`] and [`sync_done`] as the other thread-library events.
+///
+/// # Safety
+/// `p` is valid, 4-byte aligned, and accessed by other threads only atomically or in
+/// accesses the program orders with this one.
+#[inline(never)]
+pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
+    // SAFETY: per the contract `p` is valid and aligned for an `AtomicI32`, and other
+    // threads' accesses of it are atomic or ordered with this one.
+    let word = unsafe { AtomicI32::from_ptr(p) };
+    let swap = || match word.compare_exchange(old, new, SeqCst, SeqCst) {
+        Ok(v) | Err(v) => v,
+    };
+    let cur = current();
+    if cur.is_null() || relaxed::on() {
+        return swap();
+    }
+    // SAFETY: as in `fork`.
+    let t = unsafe { &mut *cur };
+    let addr = p as usize;
+    // The swap happens under the clocks' lock, so the order of the CASes of one word is the
+    // order in which their threads acquire and release its clock.
+    let mut clocks = lock_clocks();
+    if let Some(vc) = clocks.as_ref().and_then(|map| map.get(&addr)) {
+        t.vc.join(vc);
+    }
+    let was = swap();
+    if let Some(map) = clocks.as_mut() {
+        map.insert(addr, t.vc.clone());
+    }
+    drop(clocks);
+    if recording() {
+        let n = t.sync_event.get();
+        if let Some(e) = record::with(|r| r.access(t.id, n, addr, 4, true)) {
+            record::write_event(t.id, n, &e, "cas", None);
+        }
+    }
+    tick(t);
+    was
 }
 
 /// Mutex `m` is destroyed (its address may name another mutex later).

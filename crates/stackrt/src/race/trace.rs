@@ -14,12 +14,14 @@
 //! order relaxed replay enforces: threads are numbered in creation order (0 is `main`; the
 //! k-th thread created is thread k, which is its handle unless handles were reused after a
 //! join), and each thread counts its own events from 1: every instrumented load and store
-//! (of any memory) and every `sthread_create`, `sthread_join`, `sthread_mutex_lock` and
-//! `sthread_mutex_unlock`. An `event` line lists the earlier events of other threads that must
-//! have happened first (conflicting accesses to the same bytes, the previous unlock of a
-//! mutex, the previous create or join), less those the thread already comes after through
-//! earlier lines, creation, joins and mutexes. KIND is `read`, `write`, `lock`, `create` or
-//! `join`, and SITE an access's `file:line:col`; both are there for people, not for replay.
+//! (of any memory) and every `sthread_create`, `sthread_join`, `sthread_mutex_lock`,
+//! `sthread_mutex_unlock` and `sthread_cas`. An `event` line lists the earlier events of other
+//! threads that must have happened first (conflicting accesses to the same bytes, the previous
+//! unlock of a mutex, the previous create or join; a compare-and-swap conflicts as a write of
+//! its 4 bytes, so the CASes of one word are in one order), less those the thread already comes
+//! after through earlier lines, creation, joins and mutexes. KIND is `read`, `write`, `lock`,
+//! `create`, `join` or `cas`, and SITE an access's `file:line:col`; both are there for people,
+//! not for replay.
 //! Lines of one thread's events are in increasing N.
 
 /// The header's first words.
@@ -50,7 +52,7 @@ pub struct Trace {
 /// Most threads a trace may name (a bound on the tables relaxed replay builds from it).
 pub const MAX_THREADS: u32 = 1 << 20;
 
-const KINDS: [&str; 5] = ["read", "write", "lock", "create", "join"];
+const KINDS: [&str; 6] = ["read", "write", "lock", "create", "join", "cas"];
 
 fn thread(s: &str) -> Result<u32, String> {
     match s.parse::<u32>() {

@@ -423,6 +423,55 @@ pub unsafe extern "C" fn sthread_mutex_unlock(m: *mut c_void) {
     unsafe { libc::pthread_mutex_unlock(m) };
 }
 
+/// Atomically replaces the `int` at `p` by `new` if it holds `old`, and returns the value it
+/// held before: the swap happened if and only if that is `old` (as gcc's
+/// `__sync_val_compare_and_swap`). Sequentially consistent. Under `--race` a synchronising
+/// access (an acquire and a release of a clock kept for `p`, see `crate::race::cas`); under the
+/// deterministic scheduler a decision point before the swap; an event of schedule traces.
+///
+/// # Safety
+/// `p` must point to a live, 4-byte aligned `int` that other threads access only through
+/// `sthread_cas` or in accesses the program orders with it.
+#[no_mangle]
+pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
+    if p.is_null() {
+        fail(
+            "sthread_cas: the pointer is NULL",
+            THREAD_FAILURE_EXIT_STATUS,
+        );
+    }
+    if !p.is_aligned() {
+        fail(
+            &format!("sthread_cas: the pointer {p:p} is not aligned to 4 bytes"),
+            THREAD_FAILURE_EXIT_STATUS,
+        );
+    }
+    if green::enabled() {
+        // Phases of a call the library stub repeats (`green::libcall::lib_entry`): 1, after the
+        // deterministic mode's decision (the swap is made then).
+        let (phase, _kept) = green::libcall::lib_entry();
+        if phase == 0 {
+            crate::race::sync_begin();
+        }
+        if phase != 1 && green_relaxed_wait() {
+            return 0;
+        }
+        if phase == 0 && green::det_point(1) == green::Switched::Deferred {
+            return 0;
+        }
+        // SAFETY: per the contract `p` is a live aligned int accessed atomically.
+        let was = unsafe { crate::race::cas(p, old, new) };
+        crate::race::sync_done();
+        return was;
+    }
+    crate::race::sync_begin();
+    crate::race::sync_wait();
+    // SAFETY: as above.
+    let was = unsafe { crate::race::cas(p, old, new) };
+    crate::race::sync_done();
+    was
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,6 +620,44 @@ mod tests {
         assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 4000);
         // SAFETY: unlocked, not used afterwards.
         unsafe { sthread_mutex_destroy(m) };
+    }
+
+    #[test]
+    fn cas_swaps_only_the_expected_value_and_returns_the_old_one() {
+        let mut word: c_int = 5;
+        // SAFETY: `word` is a live aligned int of this thread only.
+        assert_eq!(unsafe { sthread_cas(&mut word, 4, 9) }, 5);
+        assert_eq!(word, 5);
+        // SAFETY: as above.
+        assert_eq!(unsafe { sthread_cas(&mut word, 5, 9) }, 5);
+        assert_eq!(word, 9);
+    }
+
+    #[test]
+    fn cas_spin_lock_protects_a_counter() {
+        let lock = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let counter = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                let (lock, counter) = (lock.clone(), counter.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        // SAFETY: the lock word lives as long as the Arc, accessed atomically.
+                        while unsafe { sthread_cas(lock.as_ptr(), 0, 1) } != 0 {
+                            std::thread::yield_now();
+                        }
+                        let v = counter.load(std::sync::atomic::Ordering::Relaxed);
+                        counter.store(v + 1, std::sync::atomic::Ordering::Relaxed);
+                        // SAFETY: as above; held by this thread.
+                        assert_eq!(unsafe { sthread_cas(lock.as_ptr(), 1, 0) }, 1);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+        assert_eq!(counter.load(std::sync::atomic::Ordering::Relaxed), 4000);
     }
 
     #[test]
