@@ -37,7 +37,9 @@ use core::sync::atomic::{AtomicU8, Ordering::*};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{fail, preempt, worker_os_thread, GreenPtr, Sched, Worker, WORKER_OS_STACK};
+use super::{
+    fail, handler_stack, preempt, worker_os_thread, GreenPtr, Sched, Worker, WORKER_OS_STACK,
+};
 
 /// The monitor's longest poll interval, while no worker was handed off for a while.
 pub const POLL: Duration = Duration::from_millis(1);
@@ -55,12 +57,20 @@ const MAX_BACKOFF: u32 = 16;
 /// Spare worker slots by default: OS threads that may be blocked in C calls at once beyond
 /// the `N` workers (Go allows 10,000 OS threads in all). Each started one holds its OS stack
 /// (256 KiB reserved), a handler stack under the chunked mechanisms (1 MiB reserved) and its
-/// caches; pages count only once touched.
-#[cfg(target_pointer_width = "64")]
+/// caches; pages count only once touched. On i686 the address space is the limit: 1,024
+/// started spares reserve about 1.3 GiB of the 4 GiB (they start only as calls block, and one
+/// whose stacks cannot be mapped is not started: the program goes on without it). With 256 on
+/// i686, a thousand `lookahead` threads sleeping ten times 10 ms in `usleep` took 1.18x Go's
+/// time; with 1,024, 0.67x (2-core AMD EPYC, 2026-11-26).
 pub const DEFAULT_SPARES: usize = 1024;
-/// On i686 the address space is the limit: 256 spare OS threads reserve about 330 MiB.
+
+/// The default on i686 under the fixed-stack mechanisms, whose every thread blocked in a call
+/// holds its whole stack (8 MiB unless it asked for less): 256 such threads already hold 2 GiB
+/// of the address space, and 1,024 spares let a thousand sleepers run out of it.
 #[cfg(target_pointer_width = "32")]
-pub const DEFAULT_SPARES: usize = 256;
+pub const DEFAULT_SPARES_FIXED_STACKS: usize = 256;
+#[cfg(target_pointer_width = "64")]
+pub const DEFAULT_SPARES_FIXED_STACKS: usize = DEFAULT_SPARES;
 
 /// Roles of a worker slot (see the module docs).
 pub const ACTIVE: u8 = 0;
@@ -87,8 +97,9 @@ impl Slot {
     }
 }
 
-/// `STACKRT_SPARE_WORKERS`: how many spare worker slots the scheduler has (0: no hand-off).
-pub fn spare_bound() -> usize {
+/// `STACKRT_SPARE_WORKERS`: how many spare worker slots the scheduler has (0: no hand-off);
+/// `fixed_stacks`: the program's threads run on fixed stacks.
+pub fn spare_bound(fixed_stacks: bool) -> usize {
     match std::env::var("STACKRT_SPARE_WORKERS") {
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(n) if n <= 10_000 => n,
@@ -96,6 +107,7 @@ pub fn spare_bound() -> usize {
                 "stackrt: STACKRT_SPARE_WORKERS={v:?} is not a number of spare workers (0 to 10000)"
             )),
         },
+        Err(_) if fixed_stacks => DEFAULT_SPARES_FIXED_STACKS,
         Err(_) => DEFAULT_SPARES,
     }
 }
@@ -214,12 +226,25 @@ impl Sched {
         self.queues.set_live(started + 1);
         self.started.store(started + 1, Release);
         let i = started;
-        let spawned = std::thread::Builder::new()
-            .name(format!("stackrt-worker-{i}"))
-            .stack_size(WORKER_OS_STACK)
-            .spawn(move || worker_os_thread(i));
-        if spawned.is_err() {
-            // Out of OS threads: the slot stays unusable, the program goes on without it.
+        // The handler stack first: a spare that cannot have one (i686's address space is
+        // full) is not started, as one the system refuses an OS thread.
+        let handler = if self.chunked {
+            handler_stack().ok()
+        } else {
+            None
+        };
+        let spawned = if self.chunked && handler.is_none() {
+            None
+        } else {
+            std::thread::Builder::new()
+                .name(format!("stackrt-worker-{i}"))
+                .stack_size(WORKER_OS_STACK)
+                .spawn(move || worker_os_thread(i, handler))
+                .ok()
+        };
+        if spawned.is_none() {
+            // Out of OS threads or address space: the slot stays unusable, the program goes
+            // on without it.
             w.slot.role.store(UNSTARTED, Release);
             self.active.fetch_sub(1, SeqCst);
             return;

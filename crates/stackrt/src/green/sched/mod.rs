@@ -292,7 +292,7 @@ pub fn start(abi: u32) -> &'static Green {
     let spares = if det.is_some() {
         0
     } else {
-        handoff::spare_bound()
+        handoff::spare_bound(crate::base::abi::is_fixed_stack_abi(abi))
     };
     let lookahead = abi == crate::base::abi::ABI_LOOKAHEAD;
     let chunked =
@@ -405,7 +405,7 @@ pub fn start(abi: u32) -> &'static Green {
         let spawned = std::thread::Builder::new()
             .name(format!("stackrt-worker-{i}"))
             .stack_size(WORKER_OS_STACK)
-            .spawn(move || worker_os_thread(i));
+            .spawn(move || worker_os_thread(i, None));
         if let Err(e) = spawned {
             fail(&format!(
                 "stackrt: cannot start green-thread worker {i}: {e}"
@@ -505,11 +505,22 @@ impl Green {
 /// there (under `lookahead` the thread library's too), so a green thread's stack holds only
 /// its C-- frames. It lives as long as the process.
 fn give_handler_stack() {
-    let stack = Stack::new(crate::chunk::handler::MIN_HANDLER_STACK).unwrap_or_else(|e| {
+    let stack = handler_stack().unwrap_or_else(|e| {
         fail(&format!(
             "stackrt: cannot map a worker's handler stack: {e}"
         ))
     });
+    use_handler_stack(stack);
+}
+
+/// A worker's handler stack (chunked mechanisms), mapped before its OS thread starts so that a
+/// spare that cannot have one is not started (`handoff`).
+fn handler_stack() -> Result<Stack, String> {
+    Stack::new(crate::chunk::handler::MIN_HANDLER_STACK).map_err(|e| e.to_string())
+}
+
+/// Makes `stack` the calling worker OS thread's handler stack for good.
+fn use_handler_stack(stack: Stack) {
     crate::chunk::handler::set_worker_stack(stack.top() & !15);
     core::mem::forget(stack);
 }
@@ -522,14 +533,17 @@ extern "C" fn worker0_entry(_: usize) -> ! {
     s.worker_loop(w)
 }
 
-fn worker_os_thread(i: usize) {
+/// A worker OS thread: worker `i`, with `handler` as its handler stack if its starter mapped
+/// one (else it maps its own under the chunked mechanisms).
+fn worker_os_thread(i: usize, handler: Option<Stack>) {
     let s = sched();
     crate::signals::thread_setup(crate::base::abi::is_fixed_stack_abi(s.abi), false);
     if s.chunked {
         crate::chunk::global::set_worker();
-    }
-    if s.chunked {
-        give_handler_stack();
+        match handler {
+            Some(stack) => use_handler_stack(stack),
+            None => give_handler_stack(),
+        }
     }
     if s.heap {
         crate::mech::heap::enter_worker();
