@@ -866,14 +866,14 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
 #[test]
 fn loops_keep_their_registers_across_preemption_at_a_poll() {
     let dir = tempfile::tempdir().unwrap();
-    let want = "0: 190050577 750001.349859\n1: 195152855 750001.849859\n\
-                2: 200770205 750002.349859\n3: 197483943 750002.849859\n";
+    let want = "0: 1328293569 5000007.389055\n1: 1314738631 5000007.889055\n\
+                2: 1217559757 5000008.389055\n3: 1270919127 5000008.889055\n";
     for target in TARGETS {
         for mech in common::MECHS {
             let exe = build_polled("tests/green/poll_regs.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {
                 let mut cmd = Command::new(&exe);
-                cmd.args(["4", "3000000"])
+                cmd.args(["4", "20000000"])
                     .env("STACKRT_WORKERS", workers)
                     .env("STACKRT_TIMESLICE", "100us")
                     .env("STACKRT_STATS", "1");

@@ -277,9 +277,11 @@ pub unsafe extern "C-unwind" fn sthread_exit(val: *mut c_void) -> ! {
 pub extern "C" fn sthread_yield() {
     if green::enabled() {
         // Phase 1 of a call the library stub repeats (`green::libcall::lib_entry`): it yielded.
-        let (phase, _kept) = green::libcall::lib_entry();
-        if phase == 0 {
-            let _ = green::yield_now(1);
+        let (phase, kept) = green::libcall::lib_entry();
+        if phase == 0 && green::yield_now(1) == green::Switched::Deferred {
+            // The stub's repetition of the call restores the errno kept here; writing it now,
+            // on the way to the switch, would be wasted.
+            core::mem::forget(kept);
         }
     } else {
         // SAFETY: sched_yield has no preconditions.

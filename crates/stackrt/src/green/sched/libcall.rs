@@ -2,21 +2,19 @@
 //! [`super::Switched::Deferred`] and `crate::chunk::handler::defer_switch`): how a repeated
 //! call learns where it left off, and what it keeps meanwhile.
 
-use super::{complete_switch, current};
+use super::{complete_switch_current, current};
 
 /// A thread-library function's start (`crate::threads`): 0 for a fresh call, with the
 /// caller's errno kept; for the library stub's repetition of a call whose switch it made
 /// (the thread runs again), completes that switch and returns the phase the call gave, with
 /// the errno of the fresh call kept.
 pub fn lib_entry() -> (u32, crate::base::os::KeptErrno) {
-    let g = current();
     if !crate::chunk::handler::take_resumed() {
         let kept = crate::base::os::KeptErrno::new();
-        g.lib_errno.set(kept.value());
+        current().lib_errno.set(kept.value());
         return (0, kept);
     }
-    complete_switch();
-    let g = current();
+    let g = complete_switch_current();
     (
         g.lib_phase.replace(0),
         crate::base::os::KeptErrno::with(g.lib_errno.get()),

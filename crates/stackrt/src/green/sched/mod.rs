@@ -746,11 +746,19 @@ fn switch_out(after: After, phase: u32) -> Switched {
 /// Out of line: it finds the worker afresh (the thread may have moved).
 #[inline(never)]
 fn complete_switch() {
+    let _ = complete_switch_current();
+}
+
+/// [`complete_switch`], returning the running thread (one lookup of the worker for both).
+#[inline(never)]
+fn complete_switch_current() -> &'static Green {
     let w = this_worker();
     let prev = w.pending.replace(core::ptr::null());
     if !prev.is_null() {
         sched().requeue(w.index, prev);
     }
+    // SAFETY: as in `current`.
+    unsafe { &*w.current.get() }
 }
 
 /// `sthread_yield`'s common case: the next thread of this worker's own queue runs, switched to
