@@ -888,6 +888,35 @@ fn loops_keep_their_registers_across_preemption_at_a_poll() {
     }
 }
 
+/// tests/green/ccompute.cm on one worker: one thread computes in C (memset of 256 MiB, no
+/// blocking system call), another queued behind it needs only a moment. The compiled code
+/// counts its C calls, so the monitor hands the worker on to a spare OS thread and the quick
+/// thread ends while the other is still in memset (as with OS threads and gcc); without spares
+/// it waits for memset to return. Every mechanism, both targets.
+#[test]
+fn a_long_c_computation_hands_the_worker_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = |ran: u8| format!("the quick thread ran while the other was in memset: {ran}\n");
+    for target in TARGETS {
+        for mech in common::MECHS {
+            let exe = build("tests/green/ccompute.cm", dir.path(), mech, target);
+            let what = format!("{target} {mech}");
+            let mut cmd = Command::new(&exe);
+            cmd.env("STACKRT_WORKERS", "1").env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "ccompute");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+            assert_eq!(text(&o.stdout), line(1), "{what}: {err}");
+            assert!(green_stat(&err, "hand-offs") >= 1, "{what}: {err}");
+            let mut cmd = Command::new(&exe);
+            cmd.env("STACKRT_WORKERS", "1")
+                .env("STACKRT_SPARE_WORKERS", "0");
+            let o = run_within(cmd, Duration::from_secs(60), "ccompute, no spares");
+            assert_eq!(text(&o.stdout), line(0), "{what} without spares");
+        }
+    }
+}
+
 /// A green thread on a fixed stack sized to its C-- frames (`stacksizeof`, the thesis's "Real
 /// World" program asks for 4,096 bytes) is preempted at a loop head at the bottom of its
 /// recursion: the runtime's frames of the preemption need room too, and a green thread gets at

@@ -99,6 +99,10 @@ struct Printer<'a> {
     /// it becomes a copy of the compare-and-branch (a loop's back edge then tests the condition
     /// at the bottom and falls out of the loop).
     branch_only: Vec<Option<(Kind, Vec<Allocation>)>>,
+    /// Green threads: C calls are counted in the runtime's thread-local [`CCALLS_SYMBOL`]
+    /// (started before, finished after), so its monitor can hand off a worker whose thread is
+    /// inside one C call for long.
+    count_ccalls: bool,
 }
 
 /// Allocates registers for `vc` and prints function `index` of `p`.
@@ -182,6 +186,7 @@ pub fn print_function(
             .collect(),
         ret_only: Vec::new(),
         branch_only: Vec::new(),
+        count_ccalls: crate::lower::is_green_threads(p),
     };
     for b in 0..vc.num_blocks() {
         let items: Vec<_> = ra.block_insts_and_edits(vc, Block::new(b)).collect();
@@ -1051,6 +1056,17 @@ impl<'a> Printer<'a> {
         if info.saves_all {
             self.poll_save(true);
         }
+        // The thread library's calls switch green threads and the runtime's entries are short:
+        // only the program's own C calls are counted.
+        let counted = self.count_ccalls
+            && !info.saves_all
+            && !info
+                .symbol
+                .starts_with(crate::callgraph::THREAD_LIBRARY_PREFIX)
+            && !info.symbol.starts_with(crate::race::ENTRY_PREFIX);
+        if counted {
+            self.ccall_count(0);
+        }
         self.mech.extern_call_prefix(&site, &mut self.out);
         self.base = self.mech.call_base(self.target).map(|r| (r, self.depth));
         if pad != 0 {
@@ -1086,11 +1102,25 @@ impl<'a> Printer<'a> {
             self.line(format!("add {sp}, {cleanup}"));
         }
         self.mech.extern_call_return(&site, &mut self.out);
+        if counted {
+            self.ccall_count(4);
+        }
         if info.saves_all {
             self.poll_save(false);
         }
         self.depth = 0;
         Ok(())
+    }
+
+    /// Adds one to the counter at byte `offset` of [`CCALLS_SYMBOL`] (0: started, 4: finished).
+    fn ccall_count(&mut self, offset: u32) {
+        let (seg, reloc) = match self.target {
+            Target::X86_64 => ("fs", "tpoff"),
+            Target::I686 => ("gs", "ntpoff"),
+        };
+        self.line(format!(
+            "inc dword ptr {seg}:[{CCALLS_SYMBOL}@{reloc} + {offset}]"
+        ));
     }
 
     /// Stores (`save`) or loads the C ABI's caller-saved registers in the thread-local save
@@ -1148,6 +1178,10 @@ impl<'a> Printer<'a> {
     }
 }
 
+/// The runtime's thread-local counters of C calls started and finished (mirrors
+/// `stackrt::base::abi::CCALLS_SYMBOL`).
+pub const CCALLS_SYMBOL: &str = "stackrt_ccalls";
+
 /// The runtime's thread-local save area of the preemption poll's registers (mirrors
 /// `stackrt::base::abi::POLL_SAVE_SYMBOL`): 16 words and 16 xmm registers.
 pub const POLL_SAVE_SYMBOL: &str = "stackrt_poll_save";
@@ -1160,6 +1194,8 @@ mod tests {
     fn the_poll_save_area_is_the_runtimes() {
         // Mirrored in stackrt::base::abi::POLL_SAVE_SYMBOL (checked there too).
         assert_eq!(super::POLL_SAVE_SYMBOL, "stackrt_poll_save");
+        // Mirrored in stackrt::base::abi::CCALLS_SYMBOL (checked there too).
+        assert_eq!(super::CCALLS_SYMBOL, "stackrt_ccalls");
     }
 
     #[test]

@@ -80,6 +80,10 @@ pub const CALLBACK_ENTRY: &str = "stackrt_callback";
 /// a `double`) calls with the function's name: one line, exit 70.
 pub const CALLBACK_UNSUPPORTED: &str = "stackrt_callback_unsupported";
 
+/// The thread-local counters of C calls started and finished that green threads' compiled
+/// code keeps (`crate::base::ccalls`).
+pub const CCALLS_SYMBOL: &str = "stackrt_ccalls";
+
 /// The thread-local area where the emission stage's loop-head polls save the C ABI's
 /// caller-saved registers around their call (`crate::green::sched::polls::POLL_SAVE_BYTES`).
 pub const POLL_SAVE_SYMBOL: &str = "stackrt_poll_save";
@@ -203,6 +207,8 @@ mod tests {
         assert_eq!(PREEMPT_POINT, "sthread_preempt_point");
         // Mirrored in cmm_codegen::emit::print::POLL_SAVE_SYMBOL (checked there too).
         assert_eq!(POLL_SAVE_SYMBOL, "stackrt_poll_save");
+        // Mirrored in cmm_codegen::emit::print::CCALLS_SYMBOL (checked there too).
+        assert_eq!(CCALLS_SYMBOL, "stackrt_ccalls");
     }
 
     #[test]

@@ -41,10 +41,12 @@ pub unsafe extern "C" fn stackrt_callback(fp: usize, a0: usize, a1: usize) -> us
     let heap = abi == ABI_HEAP || abi == ABI_HEAP_MALLOC;
     let chain = chunked.then(crate::chunk::global::nest_chain);
     let heap_state = heap.then(super::heap::nest);
+    crate::base::ccalls::callback_begins();
     // SAFETY: `fp` is the C-- function of a C entry, compiled for `abi` (the caller's
     // guarantee); its parameters are at most two words (the compiler gives other functions an
     // entry that never calls this).
     let result = unsafe { super::enter(abi, fp, a0, a1) };
+    crate::base::ccalls::callback_ends();
     if let Some(saved) = heap_state {
         super::heap::unnest(saved);
     }

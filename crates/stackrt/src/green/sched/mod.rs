@@ -166,6 +166,8 @@ pub struct Worker {
     tick: AtomicUsize,
     /// The worker's OS thread: kernel thread id and `pthread_t`, for the monitor.
     tid: AtomicI32,
+    /// Its OS thread's counters of C calls (`crate::base::ccalls::address`; 0 before it runs).
+    ccalls: AtomicUsize,
     os_thread: AtomicUsize,
     /// Worker 0's scheduler stack (the other workers use their OS stack).
     _sched_stack: Option<Stack>,
@@ -327,6 +329,7 @@ pub fn start(abi: u32) -> &'static Green {
             // Worker 0 starts out running `main`.
             tick: AtomicUsize::new(usize::from(i == 0)),
             tid: AtomicI32::new(0),
+            ccalls: AtomicUsize::new(0),
             os_thread: AtomicUsize::new(0),
             _sched_stack: None,
             slot: handoff::Slot::new(i < n),
@@ -430,6 +433,7 @@ impl Worker {
     /// Records the calling OS thread as this worker's, for the preemption monitor.
     fn register_os_thread(&self) {
         self.tid.store(crate::base::os::gettid(), Relaxed);
+        self.ccalls.store(crate::base::ccalls::address(), Relaxed);
         self.os_thread
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
         poison::thread_init();
