@@ -15,9 +15,10 @@ crate::tls_block!("stackrt_ccalls", 16);
 
 /// The calling OS thread's two counters.
 fn counters() -> &'static [AtomicU32; 2] {
+    let at = crate::tls_address!("stackrt_ccalls") as *const [AtomicU32; 2];
     // SAFETY: the block is 16 bytes, 16-byte aligned, zero-initialised and lives as long as
     // the OS thread; the monitor reads it only through atomics.
-    unsafe { &*(crate::tls_address!("stackrt_ccalls") as *const [AtomicU32; 2]) }
+    unsafe { &*at }
 }
 
 /// The calling OS thread's counters' address, for a monitor on another OS thread ([`read`]).
