@@ -96,6 +96,11 @@ impl VClock {
         self.0[slot] = c;
     }
 
+    /// Becomes a copy of `other` (a release), reusing this clock's memory.
+    pub fn assign(&mut self, other: &VClock) {
+        self.0.clone_from(&other.0);
+    }
+
     /// Pointwise maximum with `other` (an acquire).
     pub fn join(&mut self, other: &VClock) {
         if self.0.len() < other.0.len() {

@@ -32,6 +32,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
 use crate::base::diag::{fail, StackBuf, FATAL_EXIT_STATUS};
+use crate::base::spin::SpinLock;
 
 pub mod clock;
 pub mod detect;
@@ -118,15 +119,29 @@ static SLOTS: Mutex<Slots> = Mutex::new(Slots {
 /// The `sthread_*` handle of each slot's thread (0 is `main`), for the reports.
 static HANDLES: [AtomicI32; MAX_SLOTS] = [const { AtomicI32::new(0) }; MAX_SLOTS];
 
-/// Mutexes' clocks at their last unlock, by address.
-static LOCK_CLOCKS: Mutex<Option<HashMap<usize, VClock>>> = Mutex::new(None);
+/// Stripes of [`LOCK_CLOCKS`].
+const CLOCK_STRIPES: usize = 64;
+
+/// Synchronisation objects' clocks by address: mutexes' at their last unlock, CAS words' at
+/// their last CAS. In stripes by address, each behind a spin lock (the critical sections are a
+/// lookup and a join): threads synchronising on different objects do not meet, and the CASes
+/// of one word still take one lock in turn. A futex mutex for them all made green threads
+/// spinning on CAS words sleep in the kernel.
+static LOCK_CLOCKS: [SpinLock<Option<HashMap<usize, VClock>>>; CLOCK_STRIPES] =
+    [const { SpinLock::new(None) }; CLOCK_STRIPES];
+
+/// Runs `f` on the clocks of the stripe of `addr`.
+fn with_clocks<R>(addr: usize, f: impl FnOnce(&mut HashMap<usize, VClock>) -> R) -> R {
+    LOCK_CLOCKS[stripe(addr)].with(|map| f(map.get_or_insert_with(HashMap::new)))
+}
+
+/// The stripe of a synchronisation object's address (objects are at least 4-byte aligned).
+fn stripe(addr: usize) -> usize {
+    ((addr >> 2).wrapping_mul(0x9e37_79b9) >> 7) % CLOCK_STRIPES
+}
 
 fn slots() -> std::sync::MutexGuard<'static, Slots> {
     SLOTS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn lock_clocks() -> std::sync::MutexGuard<'static, Option<HashMap<usize, VClock>>> {
-    LOCK_CLOCKS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn new_thread(handle: c_int, parent: &VClock) -> *mut RaceThread {
@@ -207,7 +222,6 @@ pub fn start() {
     if let Some(path) = relaxed_path {
         start_relaxed(&path);
     }
-    *lock_clocks() = Some(HashMap::new());
     set_current(new_thread(0, &VClock::new()));
     ENABLED.store(true, Relaxed);
 }
@@ -434,9 +448,12 @@ pub fn release(m: usize) {
     if recording() {
         record::with(|r| r.unlock(t.id, n, m));
     }
-    if let Some(map) = lock_clocks().as_mut() {
-        map.insert(m, t.vc.clone());
-    }
+    with_clocks(m, |map| match map.get_mut(&m) {
+        Some(vc) => vc.assign(&t.vc),
+        None => {
+            map.insert(m, t.vc.clone());
+        }
+    });
     tick(t);
 }
 
@@ -458,9 +475,11 @@ pub fn acquire(m: usize) {
             record::write_event(t.id, n, &e, "lock", None);
         }
     }
-    if let Some(vc) = lock_clocks().as_ref().and_then(|map| map.get(&m)) {
-        t.vc.join(vc);
-    }
+    with_clocks(m, |map| {
+        if let Some(vc) = map.get(&m) {
+            t.vc.join(vc);
+        }
+    });
 }
 
 /// `sthread_cas`: an atomic compare-and-swap of the `int` at `p` (`old` to `new`); returns the
@@ -494,15 +513,13 @@ pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
     let addr = p as usize;
     // The swap happens under the clocks' lock, so the order of the CASes of one word is the
     // order in which their threads acquire and release its clock.
-    let mut clocks = lock_clocks();
-    if let Some(vc) = clocks.as_ref().and_then(|map| map.get(&addr)) {
+    let was = with_clocks(addr, |map| {
+        let vc = map.entry(addr).or_default();
         t.vc.join(vc);
-    }
-    let was = swap();
-    if let Some(map) = clocks.as_mut() {
-        map.insert(addr, t.vc.clone());
-    }
-    drop(clocks);
+        let was = swap();
+        vc.assign(&t.vc);
+        was
+    });
     if recording() {
         let n = t.sync_event.get();
         if let Some(e) = record::with(|r| r.access(t.id, n, addr, 4, true)) {
@@ -515,9 +532,11 @@ pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
 
 /// Mutex `m` is destroyed (its address may name another mutex later).
 pub fn forget(m: usize) {
-    if let Some(map) = lock_clocks().as_mut() {
-        map.remove(&m);
-    }
+    LOCK_CLOCKS[stripe(m)].with(|map| {
+        if let Some(map) = map {
+            map.remove(&m);
+        }
+    });
 }
 
 /// An access under relaxed replay: counted, and held back only where the trace says (the
