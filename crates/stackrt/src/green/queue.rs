@@ -5,9 +5,7 @@
 //! oldest threads move first.
 //!
 //! Each queue has its own lock, so workers contend only when one steals from another; the
-//! locks are held for a few queue operations, never across a context switch. They are spin
-//! locks (`crate::base::spin`): a yield takes one twice (pop the next thread, push the yielding
-//! one), and a futex mutex's atomic unlock cost a yield round trip about 10 ns more.
+//! locks are held for a few queue operations, never across a context switch.
 //!
 //! Only the first [`RunQueues::set_live`] queues are looked at by steals and by the emptiness
 //! checks: the scheduler's spare worker slots (`super::sched::handoff`) have queues that stay
@@ -15,8 +13,7 @@
 
 use core::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Release};
 use std::collections::VecDeque;
-
-use crate::base::spin::SpinLock;
+use std::sync::Mutex;
 
 /// Where [`RunQueues::pop`] found the thread it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +26,7 @@ pub enum Source {
 
 /// One FIFO queue per worker.
 pub struct RunQueues<T> {
-    queues: Box<[SpinLock<VecDeque<T>>]>,
+    queues: Box<[Mutex<VecDeque<T>>]>,
     /// Queues in use: `queues[..live]`.
     live: AtomicUsize,
 }
@@ -44,7 +41,7 @@ impl<T> RunQueues<T> {
     pub fn with_live(workers: usize, live: usize) -> Self {
         RunQueues {
             queues: (0..workers.max(1))
-                .map(|_| SpinLock::new(VecDeque::new()))
+                .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
             live: AtomicUsize::new(live.clamp(1, workers.max(1))),
         }
@@ -60,49 +57,49 @@ impl<T> RunQueues<T> {
         self.live.fetch_max(n.min(self.queues.len()), Release);
     }
 
-    /// Runs `f` on worker `w`'s queue under its lock.
-    #[inline]
-    fn with<R>(&self, w: usize, f: impl FnOnce(&mut VecDeque<T>) -> R) -> R {
-        self.queues[w].with(f)
+    fn queue(&self, w: usize) -> std::sync::MutexGuard<'_, VecDeque<T>> {
+        // A panic while a queue is locked cannot leave it inconsistent (every operation is one
+        // VecDeque call), so a poisoned lock is still usable.
+        self.queues[w]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Puts `t` at the back of worker `w`'s queue.
     pub fn push(&self, w: usize, t: T) {
-        self.with(w, |q| q.push_back(t));
+        self.queue(w).push_back(t);
     }
 
     /// Puts `t` at the front of worker `w`'s queue: it runs next there (a woken thread, Go's
     /// `runnext`: a mutex handed to a parked thread is not held while a whole queue of other
     /// threads runs first).
     pub fn push_front(&self, w: usize, t: T) {
-        self.with(w, |q| q.push_front(t));
+        self.queue(w).push_front(t);
     }
 
     /// The front of worker `w`'s own queue, without stealing.
     pub fn pop_own(&self, w: usize) -> Option<T> {
-        self.with(w, |q| q.pop_front())
+        self.queue(w).pop_front()
     }
 
     /// The next thread for worker `w`: the front of its own queue, else the first of the older
     /// half stolen from the first non-empty queue after `w`'s (the rest of the half goes to the
     /// back of `w`'s queue). None when every queue is empty.
     pub fn pop(&self, w: usize) -> Option<(T, Source)> {
-        if let Some(t) = self.pop_own(w) {
+        if let Some(t) = self.queue(w).pop_front() {
             return Some((t, Source::Own));
         }
         let n = self.workers();
         for k in 1..n {
             let v = (w + k) % n;
-            // The stolen half is split off under the victim's lock (one allocation) and
-            // appended to ours under our own: the two locks are never held at once.
-            let mut stolen: VecDeque<T> = self.with(v, |q| {
+            let mut stolen: VecDeque<T> = {
+                let mut q = self.queue(v);
                 let take = q.len().div_ceil(2);
-                let rest = q.split_off(take);
-                core::mem::replace(q, rest)
-            });
+                q.drain(..take).collect()
+            };
             if let Some(first) = stolen.pop_front() {
                 if !stolen.is_empty() {
-                    self.with(w, |q| q.append(&mut stolen));
+                    self.queue(w).append(&mut stolen);
                 }
                 return Some((first, Source::Stolen(v)));
             }
@@ -112,7 +109,7 @@ impl<T> RunQueues<T> {
 
     /// Threads queued on worker `w`.
     pub fn len_of(&self, w: usize) -> usize {
-        self.with(w, |q| q.len())
+        self.queue(w).len()
     }
 
     /// Threads queued on all workers.
