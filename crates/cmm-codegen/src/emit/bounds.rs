@@ -12,7 +12,6 @@ use super::{EmitError, EmitOptions, MechKind, Target};
 use crate::bounds::{self, BoundsConfig, BoundsFunction, BoundsInput, StackBounds};
 use crate::callgraph::{self, CallGraphConfig};
 use crate::LoweredProgram;
-use cmm_front::typed::Callee;
 
 /// What the recorder saw of one function.
 #[derive(Clone, Debug, Default)]
@@ -137,12 +136,7 @@ pub fn stack_bounds(p: &LoweredProgram, opts: &EmitOptions) -> Result<StackBound
     };
     let rec = Recorder {
         inner,
-        index: p
-            .functions
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.symbol.clone(), i))
-            .collect(),
+        index: super::function_index(p),
         seen: RefCell::new((usize::MAX, vec![Seen::default(); p.functions.len()])),
     };
     super::print_all(p, target, &rec)?;
@@ -155,21 +149,7 @@ pub fn stack_bounds(p: &LoweredProgram, opts: &EmitOptions) -> Result<StackBound
             .ok_or_else(|| whole(format!("function `{}` was not printed", f.name)))?;
         let mut calls = Vec::with_capacity(s.calls.len());
         for (callee, external, arg_bytes) in s.calls {
-            let callee = if external {
-                let j = p
-                    .externs
-                    .iter()
-                    .position(|e| e.name == callee)
-                    .ok_or_else(|| whole(format!("unknown extern `{callee}`")))?;
-                Callee::Extern(j as u32)
-            } else {
-                let g = rec
-                    .index
-                    .get(&callee)
-                    .copied()
-                    .ok_or_else(|| whole(format!("call to unknown function `{callee}`")))?;
-                Callee::Function(g as u32)
-            };
+            let callee = super::resolve_callee(p, &rec.index, &callee, external)?;
             calls.push(callgraph::CallSite { callee, arg_bytes });
         }
         functions.push(BoundsFunction {

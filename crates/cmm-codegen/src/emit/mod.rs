@@ -376,3 +376,40 @@ pub(crate) fn address_taken(p: &LoweredProgram) -> Vec<bool> {
     }
     taken
 }
+
+/// Every function's index by its symbol (`cmm_f` → index in `p.functions`).
+pub(crate) fn function_index(p: &LoweredProgram) -> std::collections::HashMap<String, usize> {
+    p.functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.symbol.clone(), i))
+        .collect()
+}
+
+/// The callee of a call the emission stage printed: the extern named `symbol` if `external`,
+/// else the C-- function of that symbol (`index`: [`function_index`]).
+pub(crate) fn resolve_callee(
+    p: &LoweredProgram,
+    index: &std::collections::HashMap<String, usize>,
+    symbol: &str,
+    external: bool,
+) -> Result<cmm_front::typed::Callee, EmitError> {
+    let missing = |message: String| EmitError {
+        function: None,
+        message,
+    };
+    if external {
+        let j = p
+            .externs
+            .iter()
+            .position(|e| e.name == symbol)
+            .ok_or_else(|| missing(format!("unknown extern `{symbol}`")))?;
+        Ok(cmm_front::typed::Callee::Extern(j as u32))
+    } else {
+        let g = index
+            .get(symbol)
+            .copied()
+            .ok_or_else(|| missing(format!("call to unknown function `{symbol}`")))?;
+        Ok(cmm_front::typed::Callee::Function(g as u32))
+    }
+}

@@ -716,10 +716,10 @@ pub extern "C" fn __stackrt_race_calloc(n: usize, size: usize) -> *mut c_void {
 /// As `realloc`: `p` is NULL or a live block from the allocator.
 #[no_mangle]
 pub unsafe extern "C" fn __stackrt_race_realloc(p: *mut c_void, n: usize) -> *mut c_void {
-    // SAFETY: per the contract `p` is NULL or a live block.
     let old = if p.is_null() {
         0
     } else {
+        // SAFETY: per the contract `p` is a live block of the allocator.
         unsafe { libc::malloc_usable_size(p) }
     };
     if old != 0 && detecting() {

@@ -527,12 +527,7 @@ impl Lookahead {
     fn new(p: &LoweredProgram, plan: Option<Plan>) -> Self {
         let n = p.functions.len();
         Lookahead {
-            index: p
-                .functions
-                .iter()
-                .enumerate()
-                .map(|(i, f)| (f.symbol.clone(), i))
-                .collect(),
+            index: crate::emit::function_index(p),
             plan,
             state: RefCell::new(State {
                 frames: vec![None; n],
@@ -706,19 +701,7 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
             .ok_or_else(|| emit_error(format!("function `{}` was not printed", f.name)))?;
         let mut calls = Vec::new();
         for s in &state.sites[i] {
-            let callee = if s.external {
-                let j = p
-                    .externs
-                    .iter()
-                    .position(|e| e.name == s.callee)
-                    .ok_or_else(|| emit_error(format!("unknown extern `{}`", s.callee)))?;
-                Callee::Extern(j as u32)
-            } else {
-                let g = rec.index.get(&s.callee).copied().ok_or_else(|| {
-                    emit_error(format!("call to unknown function `{}`", s.callee))
-                })?;
-                Callee::Function(g as u32)
-            };
+            let callee = crate::emit::resolve_callee(p, &rec.index, &s.callee, s.external)?;
             calls.push(callgraph::CallSite {
                 callee,
                 arg_bytes: s.arg_bytes,
