@@ -349,6 +349,63 @@ fn ten_thousand_threads_on_guarded_stacks() {
     }
 }
 
+/// A green thread's stack block holds what its threads touch, learned per entry function
+/// (stackrt's `green::sizing`): tests/green/grid.cm's threads, whose entry reaches three
+/// recursions of different frame sizes (the calls into them are checkpoints at the entry,
+/// `cmm_codegen::callgraph::green_root_bound`), 20,000 of them 10 levels deep parked on a
+/// mutex. The first threads outgrow their blocks and teach the next ones: at most 1% of the
+/// threads overflow, and the stack memory of all threads (the runtime's count of chunk bytes
+/// in use: every thread's block below its entry frames) is at most 1.1 x the live frames +
+/// 320 bytes per thread (the first chunk's header, slack and thread-stack word, 96 bytes on
+/// x86-64; the thread library's budget at the bottom, 96; the entry's and `wait_all`'s frames;
+/// blocks sized by the longest path, as before the sizing, hold 560 bytes at 10 x 16 on
+/// x86-64 and fail). The bytes per level are the assembly's (see
+/// `a_hundred_thousand_threads_alive_at_once`): 16, 24 and 240 on x86-64; 8, 12 and 216 on
+/// i686.
+#[test]
+fn green_blocks_hold_what_their_threads_touch() {
+    let dir = tempfile::tempdir().unwrap();
+    for (target, levels) in [("x86_64", [16u64, 24, 240]), ("i686", [8, 12, 216])] {
+        let exe = build("tests/green/grid.cm", dir.path(), "lookahead", target);
+        for (frame, level) in ["16", "48", "256"].into_iter().zip(levels) {
+            let (threads, depth) = (20_000u64, 10u64);
+            let mut cmd = Command::new(&exe);
+            cmd.args([&threads.to_string(), &depth.to_string(), frame, "mutex"])
+                .env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "grid");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {frame}: {err}");
+            assert_eq!(
+                text(&o.stdout),
+                format!("{threads} threads arrived {depth} deep (frame {frame}, mutex), 0 results wrong\n"),
+                "{target} {frame}"
+            );
+            let overflows = common::stat(&err, "overflows");
+            assert!(
+                overflows <= threads / 100,
+                "{target} {frame}: {overflows} overflows"
+            );
+            let in_use = err
+                .lines()
+                .find(|l| l.contains("peak chunks in use"))
+                .and_then(|l| {
+                    l.split_once('(')?
+                        .1
+                        .split_once(" bytes")?
+                        .0
+                        .parse::<u64>()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{target} {frame}: no chunk bytes: {err}"));
+            let bound = threads * (depth * level * 11 / 10 + 320);
+            assert!(
+                in_use <= bound,
+                "{target} {frame}: {in_use} bytes of stack for {threads} threads (bound {bound})"
+            );
+        }
+    }
+}
+
 /// Green threads recurse a million levels each, yielding on the way (so they move between
 /// workers with deep chains), under lookahead (preempted every 200 us too) and the MMU
 /// mechanisms (growing on guard faults, the fault handler finding the green thread's chain)

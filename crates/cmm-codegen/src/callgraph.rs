@@ -159,11 +159,16 @@ pub const DEFAULT_EXTERN_BUDGET_32: u32 = 8 * 1024;
 pub const GREEN_CCALL_BUDGET: u32 = 16;
 
 /// Budget of a green thread's call into the thread library (`sthread_*` but `sthread_exit`)
-/// under `lookahead`: the call runs on the worker's handler stack through
+/// under `lookahead`, 12 words: the call runs on the worker's handler stack through
 /// `stackrt_lookahead_libcall` (`emit::mech::lookahead`, "C calls of green threads"), and a
 /// switch it makes saves the thread's context on the thread's stack below the stub's words:
-/// 88 bytes on x86-64 and 40 on i686 below the return address.
-pub const LIBCALL_BUDGET: u32 = 128;
+/// 88 bytes on x86-64 and 40 on i686 below the return address, measured 2026-11-26 (the
+/// return address included: 96 and 44). The budget is every green thread's, in its stack
+/// block, so it has no margin: `tests/green.rs` (`the_thread_library_fits_its_budget_on_a_green_stack`)
+/// fails when a call uses more (checked with 11 words).
+pub const fn libcall_budget(pointer_size: u32) -> u32 {
+    12 * pointer_size
+}
 
 /// Budget of a green thread's call of `sthread_exit` under `lookahead`, which switches away
 /// for good on the thread's own stack (its deepest path to the switch, 176 bytes on x86-64 as
@@ -174,12 +179,23 @@ pub const LIBCALL_BUDGET: u32 = 128;
 pub const THREAD_EXIT_BUDGET: u32 = 512;
 
 /// The budget of a green thread's call of the thread-library function `name`.
-pub fn thread_library_budget(name: &str) -> u32 {
+pub fn thread_library_budget(name: &str, pointer_size: u32) -> u32 {
     if name == THREAD_EXIT {
         THREAD_EXIT_BUDGET
     } else {
-        LIBCALL_BUDGET
+        libcall_budget(pointer_size)
     }
+}
+
+/// Under green threads, the most a thread entry's longest path may be before its calls with
+/// the largest paths become checkpoints ([`CheckpointReason::Size`]): 32 words. A green
+/// thread's first stack block holds its entry's stack need, so every byte of the need is a
+/// byte of every thread of that function, whichever path the thread takes. With the calls into
+/// recursions and large frames checkpointed at the entry, a thread that takes them links a
+/// chunk once and the runtime sizes the next blocks of the function from what the checkpoint
+/// needed (stackrt's `green::sizing`).
+pub const fn green_root_bound(pointer_size: u32) -> u32 {
+    32 * pointer_size
 }
 
 /// The thread library's function that never returns (called directly, not through the stub).
@@ -241,6 +257,12 @@ pub struct CallGraphConfig {
     /// stack and needs [`GREEN_CCALL_BUDGET`]; a call into the thread library runs on the
     /// thread's stack and needs [`thread_library_budget`] (`extern_budget` is not used).
     pub green: bool,
+    /// Thread entries (roots other than `main`) keep their longest path within this many
+    /// bytes where their frames allow, by checkpointing their calls with the largest paths;
+    /// 0: no such bound. Green threads use [`green_root_bound`].
+    pub root_bound: u32,
+    /// Bytes of a pointer on the target (4 or 8).
+    pub pointer_size: u32,
 }
 
 impl CallGraphConfig {
@@ -249,7 +271,7 @@ impl CallGraphConfig {
         if !self.green || name.starts_with(crate::race::ENTRY_PREFIX) {
             self.extern_budget
         } else if name.starts_with(THREAD_LIBRARY_PREFIX) {
-            thread_library_budget(name)
+            thread_library_budget(name, self.pointer_size)
         } else {
             GREEN_CCALL_BUDGET
         }
@@ -264,6 +286,8 @@ impl CallGraphConfig {
             capacity: chunk_capacity(chunk_size, pointer_size),
             extern_budget: default_extern_budget(pointer_size),
             green: false,
+            root_bound: 0,
+            pointer_size,
         }
     }
 }
@@ -383,7 +407,11 @@ pub fn analyze(input: &CallGraphInput, config: &CallGraphConfig) -> CallGraphPla
         // What a chunk can give `f` below its caller's pushes; when `f`'s frame alone is more,
         // the frame (its callers' checkpoints reserve it whole, in a chunk big enough), so
         // that every call of `f` with a nonzero path becomes a checkpoint and LP(f) = frame.
-        let bound = cap.saturating_sub(max_in[f]).max(frame);
+        let mut bound = cap.saturating_sub(max_in[f]);
+        if config.root_bound > 0 && node.root.is_some() && node.name != "main" {
+            bound = bound.min(config.root_bound as u64);
+        }
+        let bound = bound.max(frame);
         let path_of = |s: &CallSite| -> u64 {
             s.arg_bytes as u64
                 + match s.callee {
@@ -516,7 +544,7 @@ impl fmt::Display for CallGraphPlan {
                 c.chunk_size,
                 c.capacity,
                 GREEN_CCALL_BUDGET,
-                LIBCALL_BUDGET,
+                libcall_budget(c.pointer_size),
                 THREAD_EXIT_BUDGET,
                 self.checkpoint_count()
             )?;

@@ -3,7 +3,8 @@
 //! the non-checkpoint graph must be acyclic, every longest path is recomputed by brute force,
 //! every checkpoint's reserve must equal (so cover) the longest path to the next checkpoints,
 //! every longest path must stay within its function's bound (what a chunk gives it, or its
-//! frame when that alone is more), and a site becomes a checkpoint for its size only when it
+//! frame when that alone is more, and within the root bound green threads give thread entries),
+//! and a site becomes a checkpoint for its size only when it
 //! has to. Plus hand-computed examples, frames and extern calls larger than a chunk, and the
 //! `--emit callgraph` text.
 
@@ -37,8 +38,9 @@ fn graph_strategy() -> impl Strategy<Value = (CallGraphInput, CallGraphConfig)> 
             prop::collection::vec(func, n),
             1000u32..16000,
             prop_oneof![Just(0u32), 0u32..2000, 0u32..9000],
+            prop_oneof![Just(0u32), 1u32..600],
         )
-            .prop_map(move |(fs, capacity, extern_budget)| {
+            .prop_map(move |(fs, capacity, extern_budget, root_bound)| {
                 let input = CallGraphInput {
                     functions: fs
                         .into_iter()
@@ -59,6 +61,8 @@ fn graph_strategy() -> impl Strategy<Value = (CallGraphInput, CallGraphConfig)> 
                         capacity,
                         extern_budget,
                         green: false,
+                        root_bound,
+                        pointer_size: 8,
                     },
                 )
             })
@@ -133,7 +137,12 @@ proptest! {
             // Every path between checkpoints fits in what a chunk gives the function after
             // the pushes that enter it, unless its frame alone is more: then it is its frame.
             let frame = input.functions[f].frame as u64;
-            let bound = cap.saturating_sub(max_incoming(&input, f)).max(frame);
+            // A thread entry under a root bound (green threads) keeps its path within it too.
+            let mut bound = cap.saturating_sub(max_incoming(&input, f));
+            if cfg.root_bound > 0 && fp.root.is_some() {
+                bound = bound.min(cfg.root_bound as u64);
+            }
+            let bound = bound.max(frame);
             prop_assert!(lp[f] <= bound, "f{} LP {} over its bound {}", f, lp[f], bound);
             if frame + max_incoming(&input, f) <= cap {
                 prop_assert!(lp[f] + max_incoming(&input, f) <= cap, "f{} does not fit", f);
@@ -257,6 +266,8 @@ fn chain_and_mutual_recursion_by_hand() {
         capacity: 4000,
         extern_budget: 0,
         green: false,
+        root_bound: 0,
+        pointer_size: 8,
     };
     let plan = analyze(&input, &cfg);
     // DFS a, b, c, d: d → c is the back edge. LP(d) = 900, LP(c) = 1200 + 8 + 900 = 2108,
@@ -288,6 +299,8 @@ fn frames_and_externs_larger_than_a_chunk_become_checkpoints() {
         capacity: 4000,
         extern_budget: 3000,
         green: false,
+        root_bound: 0,
+        pointer_size: 8,
     };
     let input = CallGraphInput {
         functions: vec![

@@ -169,8 +169,8 @@ pub fn stack_bounds(p: &LoweredProgram, opts: &EmitOptions) -> Result<StackBound
             "a C call counts as its arguments plus {} bytes (it runs on the worker's stack), a \
              call into the thread library plus {} (sthread_exit {})",
             callgraph::GREEN_CCALL_BUDGET,
-            callgraph::LIBCALL_BUDGET,
-            callgraph::thread_library_budget(callgraph::THREAD_EXIT)
+            callgraph::libcall_budget(target.slot()),
+            callgraph::thread_library_budget(callgraph::THREAD_EXIT, target.slot())
         )
     } else {
         format!(

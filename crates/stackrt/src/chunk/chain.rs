@@ -338,6 +338,11 @@ impl ThreadChain {
         let growth = if fits(caller_sp, reserve, limit) {
             0
         } else {
+            if self.depth.get() == 1 && self.foreign_first.get() {
+                // The offered block was too small for this checkpoint: say how much it
+                // needed, so that the next blocks of the thread's kind can hold it.
+                super::first_block::first_overflow(below.saturating_add(reserve));
+            }
             rt.config.growth_class(below)
         };
         let k = if reserve <= rt.config.geometry.capacity() {

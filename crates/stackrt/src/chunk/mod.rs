@@ -60,6 +60,7 @@ pub mod cache;
 pub mod chain;
 pub mod config;
 pub mod error;
+pub mod first_block;
 pub mod global;
 pub mod handler;
 pub mod header;

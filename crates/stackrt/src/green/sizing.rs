@@ -1,14 +1,25 @@
-//! First-block sizes learned per thread entry function (`lookahead`): a green thread whose
-//! stack outgrew its block tells the next threads of the same function to start bigger, as Go
+//! First-block sizes learned per thread entry function (`lookahead`): a green thread that
+//! outgrew its block tells the next threads of the same function to start bigger, as Go
 //! sizes new goroutines' stacks from the stacks it has seen (`GODEBUG=adaptivestackstart`).
 //!
-//! The compiler's stack need of an entry function covers one level of each recursion (its
-//! longest path up to the checkpoints on call-graph cycles), so a thread that recurses deeper
-//! links a standard chunk: a page or more resident for a few hundred bytes of frames. The
-//! worker records, when such a thread switches out (parks or yields), how many bytes of stack
-//! it was using, and blocks of threads that start afterwards hold that much, a 64th more,
-//! and the compiled need again (see [`block_need`]).
-//! Blocks are packed in 64-byte steps, so a learned size costs what the threads touch.
+//! A block starts at the entry function's compiled stack need: its path up to its first
+//! checkpoints, which under green threads the compiler keeps small (`cmm-codegen`'s
+//! `green_root_bound`: the calls into a recursion or a large frame are checkpoints at the
+//! entry), so that a thread holds what it touches, not the longest path its function could
+//! take. A thread that goes further links a standard chunk (a page or more resident for a few
+//! hundred bytes of frames), and two measurements size the next blocks of its function:
+//! - the chunk runtime's hook ([`crate::chunk::first_block`]): the bytes below the block's top
+//!   that the checkpoint which did not fit needed (its stack in use plus its reserve), so that
+//!   the next blocks pass it;
+//! - the worker, whenever an outgrown thread parks or yields: the bytes of stack it is using,
+//!   a 64th more (a thread parks where its deepest frames are, usually).
+//!
+//! The largest of each, over all threads of the function, is the next blocks' need
+//! ([`block_need`]). A new function converges in a few generations of threads (each one's
+//! overflow teaches the next a deeper checkpoint), and blocks are packed in 16-byte steps, so
+//! a learned size costs what the threads touch. The deterministic mode learns nothing: its
+//! decisions are the checkpoints that enter the runtime, and a recursion whose threads
+//! learned to fit in their blocks would make none.
 
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -54,20 +65,22 @@ fn slot(fp: usize, insert: bool) -> Option<&'static Slot> {
 }
 
 /// The bytes a new thread entering at `fp`, whose compiled stack need is `need`, gets below
-/// its first chunk's top: `need` until a thread of `fp` outgrew its block; then the most such
-/// a thread was seen to use, a 64th more, and `need` again on top, which covers the reserve
-/// its next checkpoint tests for (it outgrew its block when a reserve did not fit, not when
-/// its frames did).
+/// its first chunk's top: `need`, or what threads of `fp` were seen to need if that is more
+/// (at most [`MAX_LEARNED`]).
 pub fn block_need(fp: usize, need: usize) -> usize {
-    match slot(fp, false).map_or(0, |s| s.need.load(Relaxed)) {
-        0 => need,
-        used => (used + used / 64).min(MAX_LEARNED) + need,
-    }
+    let learned = slot(fp, false).map_or(0, |s| s.need.load(Relaxed));
+    learned.min(MAX_LEARNED).max(need)
 }
 
 /// A thread entering at `fp` was using `bytes` of stack below its first chunk's top while it
 /// had outgrown its block.
 pub fn learn(fp: usize, bytes: usize) {
+    learn_need(fp, bytes + bytes / 64);
+}
+
+/// A checkpoint of a thread entering at `fp` needed `bytes` below its first chunk's top and
+/// did not fit in its block.
+pub fn learn_need(fp: usize, bytes: usize) {
     if let Some(s) = slot(fp, true) {
         s.need.fetch_max(bytes, Relaxed);
     }

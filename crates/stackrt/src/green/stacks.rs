@@ -11,11 +11,17 @@ use std::sync::Mutex;
 use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
 
 /// Bytes kept for a green thread's entry frames above its thread stack `T` (the context's
-/// start frame, the entry function and the mechanism's entry trampoline: 144 bytes on x86-64
-/// and 176 on i686, measured 2026-11-26). If they ever needed more, the chunk runtime would
-/// find the offered first chunk too small for the entry's need and take one of its own chunks
-/// instead: never an overlap.
-pub const ENTRY_ROOM: usize = 192;
+/// start frame, the entry function and the mechanism's entry trampoline: 112 bytes on x86-64
+/// and 128 on i686, measured 2026-11-26 as the block's top less `T`; every byte here is a
+/// byte of every thread). If they ever needed more, the offered first chunk would start
+/// lower and hold less than its need plus what was learned for it: its threads would
+/// overflow into a standard chunk and the sizing (`super::sizing`) would make the next blocks
+/// bigger; never an overlap (the chunk runtime takes a chunk of its own when the compiled
+/// need does not fit).
+#[cfg(target_pointer_width = "64")]
+pub const ENTRY_ROOM: usize = 112;
+#[cfg(target_pointer_width = "32")]
+pub const ENTRY_ROOM: usize = 128;
 
 /// Bytes at the bottom of a `lookahead` block, below its first chunk's limit, that hold a
 /// known pattern while the thread runs: compiled code never writes below the limit, so a
@@ -70,9 +76,10 @@ pub fn block_size(need: usize, room: usize) -> usize {
     }
 }
 
-/// The size step of packed blocks: a cache line, so that one thread's entry frames and its
-/// neighbour's first chunk never share one.
-pub const BLOCK_STEP: usize = 64;
+/// The size step of packed blocks: the stack alignment. A block's lowest bytes (its canary)
+/// and its neighbour's entry frames may share a cache line; neither is written while the
+/// threads run, so the line is not contended (a 64-byte step cost up to 48 bytes a thread).
+pub const BLOCK_STEP: usize = 16;
 
 /// Bytes mapped at once for blocks (`MAP_NORESERVE`: pages count only once touched).
 #[cfg(target_pointer_width = "64")]

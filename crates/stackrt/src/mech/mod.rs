@@ -46,6 +46,7 @@ unsafe fn arg_count(fp: usize) -> usize {
 /// `fp` must be the address of a C-- function compiled by the emission stage for convention
 /// `abi` whose parameters are word-sized (ints or pointers), and whose body is safe to run with
 /// these arguments.
+#[inline]
 pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> {
     // SAFETY: forwarded from the caller.
     let nargs = unsafe { arg_count(fp) };

@@ -3,17 +3,7 @@
 
 use core::ffi::c_int;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
-/// State of one handle.
-#[derive(Clone, Copy, Debug)]
-enum Slot<T> {
-    Free,
-    /// A created thread that nobody is joining yet.
-    Running(T),
-    /// A thread some `sthread_join` is waiting for; the handle is not free yet.
-    Joining,
-}
+use std::collections::{BTreeSet, BinaryHeap};
 
 /// Why a join request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,12 +26,17 @@ impl JoinError {
 
 /// Handles for threads: each handle is an index + 1 into a vector of slots. The free slots
 /// are kept in a min-heap, so finding the lowest free handle costs O(log n) with a million
-/// threads as with ten.
+/// threads as with ten. A slot is the thread's value or `None` (free): with a value that has
+/// a niche (a `NonZeroUsize`, the green threads' records) a slot is one word, and ten million
+/// threads hold ten million slots. The handles some join is waiting for are kept apart (there
+/// are few at a time).
 #[derive(Debug)]
 pub struct HandleTable<T> {
-    slots: Vec<Slot<T>>,
-    /// Indices of the `Free` slots.
+    slots: Vec<Option<T>>,
+    /// Indices of the free slots.
     free: BinaryHeap<Reverse<usize>>,
+    /// Indices of the slots some `sthread_join` is waiting for: not free yet.
+    joining: BTreeSet<usize>,
     live: usize,
 }
 
@@ -50,6 +45,7 @@ impl<T: Copy> HandleTable<T> {
         HandleTable {
             slots: Vec::new(),
             free: BinaryHeap::new(),
+            joining: BTreeSet::new(),
             live: 0,
         }
     }
@@ -64,11 +60,11 @@ impl<T: Copy> HandleTable<T> {
     pub fn insert(&mut self, value: T) -> c_int {
         let idx = match self.free.pop() {
             Some(Reverse(idx)) => {
-                self.slots[idx] = Slot::Running(value);
+                self.slots[idx] = Some(value);
                 idx
             }
             None => {
-                self.slots.push(Slot::Running(value));
+                self.slots.push(Some(value));
                 self.slots.len() - 1
             }
         };
@@ -78,32 +74,34 @@ impl<T: Copy> HandleTable<T> {
 
     /// Starts joining `handle`: returns its thread and marks the handle as being joined.
     pub fn begin_join(&mut self, handle: c_int) -> Result<T, JoinError> {
-        let slot = usize::try_from(handle)
+        let idx = usize::try_from(handle)
             .ok()
             .and_then(|h| h.checked_sub(1))
-            .and_then(|idx| self.slots.get_mut(idx))
             .ok_or(JoinError::Unknown)?;
-        match *slot {
-            Slot::Running(value) => {
-                *slot = Slot::Joining;
-                Ok(value)
-            }
-            Slot::Joining => Err(JoinError::AlreadyJoining),
-            Slot::Free => Err(JoinError::Unknown),
+        let value = self
+            .slots
+            .get(idx)
+            .copied()
+            .flatten()
+            .ok_or(JoinError::Unknown)?;
+        if !self.joining.insert(idx) {
+            return Err(JoinError::AlreadyJoining);
         }
+        Ok(value)
     }
 
     /// Ends a join started by [`HandleTable::begin_join`]: frees the handle when the join
     /// succeeded, otherwise puts the thread back.
     pub fn end_join(&mut self, handle: c_int, value: T, joined: bool) {
         let idx = (handle - 1) as usize;
-        debug_assert!(matches!(self.slots[idx], Slot::Joining));
+        let was_joining = self.joining.remove(&idx);
+        debug_assert!(was_joining);
         if joined {
-            self.slots[idx] = Slot::Free;
+            self.slots[idx] = None;
             self.free.push(Reverse(idx));
             self.live -= 1;
         } else {
-            self.slots[idx] = Slot::Running(value);
+            self.slots[idx] = Some(value);
         }
     }
 

@@ -9,6 +9,7 @@
 //! output printed so far is flushed.
 
 use core::ffi::{c_int, c_void};
+use core::num::NonZeroUsize;
 use std::sync::Mutex;
 
 use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
@@ -32,10 +33,15 @@ fn table() -> std::sync::MutexGuard<'static, HandleTable<(libc::pthread_t, usize
 
 /// Under `--threads green`: the records of the green threads (`crate::green::sched::Green`).
 /// The lock is never held across a context switch.
-static GREEN_THREADS: Mutex<HandleTable<usize>> = Mutex::new(HandleTable::new());
+static GREEN_THREADS: Mutex<HandleTable<NonZeroUsize>> = Mutex::new(HandleTable::new());
 
-fn green_table() -> std::sync::MutexGuard<'static, HandleTable<usize>> {
+fn green_table() -> std::sync::MutexGuard<'static, HandleTable<NonZeroUsize>> {
     GREEN_THREADS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A green thread's record as a handle table's value (one word per slot).
+fn record(g: usize) -> NonZeroUsize {
+    NonZeroUsize::new(g).expect("a green thread record is never at address 0")
 }
 
 use crate::green::sched as green;
@@ -99,7 +105,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         let handle = threads.next_handle();
         let race = crate::race::fork(handle);
         let g = green::create(handle, fp as u32 as usize, arg as usize, fpStackSize, race);
-        let inserted = threads.insert(g as usize);
+        let inserted = threads.insert(record(g as usize));
         debug_assert_eq!(inserted, handle);
         drop(threads);
         crate::race::sync_done();
@@ -207,11 +213,11 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
                 return 0;
             }
             let g = match green_table().begin_join(handle) {
-                Ok(g) => g,
+                Ok(g) => g.get(),
                 Err(e) => return e.errno(),
             };
             if g == green::current() as *const green::Green as usize {
-                green_table().end_join(handle, g, false);
+                green_table().end_join(handle, record(g), false);
                 return libc::EDEADLK;
             }
             green::libcall::set_lib_value(g);
@@ -226,7 +232,7 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
         };
         // SAFETY: the thread ended (joined above) and its state is joined once, here.
         unsafe { crate::race::join(race) };
-        green_table().end_join(handle, g, true);
+        green_table().end_join(handle, record(g), true);
         crate::race::sync_done();
         if !retval.is_null() {
             // SAFETY: `retval` is writable per the contract.

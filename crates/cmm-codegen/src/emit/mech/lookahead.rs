@@ -146,7 +146,7 @@
 //! `mov ecx, OFFSET sthread_f` on i686), which makes the switch the library asks for itself,
 //! saving the thread's context on the thread's own stack, and repeats the call when the
 //! thread is resumed (Go's `mcall`). A thread parked in a mutex or a join thus holds its C--
-//! frames and the stub's words ([`callgraph::LIBCALL_BUDGET`], 128 bytes), not the library's
+//! frames and the stub's words ([`callgraph::libcall_budget`], 96 bytes on x86-64 and 48 on i686), not the library's
 //! frames. `sthread_exit`, which never returns, is called directly on the thread's stack
 //! ([`callgraph::THREAD_EXIT_BUDGET`]).
 //!
@@ -736,6 +736,9 @@ fn first_pass(p: &LoweredProgram, target: Target) -> Result<(CallGraphInput, Sta
 fn plan_config(p: &LoweredProgram, target: Target, chunk_size: u32) -> CallGraphConfig {
     let mut config = CallGraphConfig::new(chunk_size, target.slot());
     config.green = crate::lower::is_green_threads(p);
+    if config.green {
+        config.root_bound = callgraph::green_root_bound(target.slot());
+    }
     config
 }
 

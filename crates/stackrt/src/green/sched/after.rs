@@ -20,10 +20,10 @@ impl Sched {
                 crate::chunk::global::exit_chain_if_active();
             }
             // SAFETY: the thread is switched out: nothing else uses its chain state.
-            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
-            if self.first_chunk_in_block && after != After::Exit {
+            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain() });
+            if self.first_chunk_in_block && after != After::Exit && self.det.is_none() {
                 // SAFETY: as above; its saved SP was written by its switch.
-                let used = unsafe { (*gr.chain.get()).outgrown_use(*gr.sp.get()) };
+                let used = unsafe { (*gr.chain()).outgrown_use(*gr.sp.get()) };
                 if let Some(used) = used {
                     crate::green::sizing::learn(gr.fp, used);
                 }
@@ -34,7 +34,7 @@ impl Sched {
                 crate::mech::heap::exit_green_thread();
             }
             // SAFETY: as above, for its heap state.
-            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap.get() });
+            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap_state() });
         }
         w.current.set(core::ptr::null());
         match after {
@@ -72,15 +72,12 @@ impl Sched {
             }
             // SAFETY: the worker's own cache.
             GreenStack::Fixed(stack) => self.fixed.give(unsafe { &mut *w.fixed.get() }, stack),
-            GreenStack::Native(_) | GreenStack::None => {}
+            GreenStack::Native(_) | GreenStack::None | GreenStack::Requested(_) => {}
         }
         g.join.lock();
         // SAFETY: join_state is accessed under `join`.
-        let joiner = unsafe {
-            let st = &mut *g.join_state.get();
-            st.finished = true;
-            core::mem::replace(&mut st.joiner, core::ptr::null())
-        };
+        let joiner =
+            unsafe { core::mem::replace(&mut (*g.join_state.get()).joiner, super::FINISHED) };
         g.join.unlock();
         if !joiner.is_null() {
             self.push(w.index, joiner, true);

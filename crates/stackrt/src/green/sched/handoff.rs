@@ -40,7 +40,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{
-    fail, handler_stack, preempt, worker_os_thread, GreenPtr, Sched, Worker, WORKER_OS_STACK,
+    fail, handler_stacks::handler_stack, preempt, worker_os_thread, GreenPtr, Sched, Worker,
+    WORKER_OS_STACK,
 };
 
 /// The monitor's longest poll interval, while no worker was handed off for a while.

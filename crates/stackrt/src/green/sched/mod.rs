@@ -34,9 +34,11 @@
 
 mod after;
 mod det_mode;
+mod handler_stacks;
 mod handoff;
 mod idle;
 pub mod libcall;
+mod mech_state;
 mod pinned;
 pub mod polls;
 mod prepare;
@@ -58,7 +60,6 @@ use super::queue::{RunQueues, Source};
 use super::stacks::{BlockCache, Blocks};
 use crate::base::spin::RawSpin;
 use crate::chunk::poison;
-use crate::chunk::state::ChainState;
 
 /// Stack of a green thread under a fixed-stack convention when `sthread_create` asks for none
 /// (`fpStackSize <= 0`): 8 MiB, glibc's default thread stack under the usual `ulimit -s`.
@@ -85,8 +86,11 @@ enum After {
 
 /// Where a green thread's stack comes from.
 enum GreenStack {
-    /// Not allocated yet (the thread has not run).
+    /// None: the thread ended.
     None,
+    /// Not allocated yet (the thread has not run): `fpStackSize` of `sthread_create`, for the
+    /// fixed-stack conventions.
+    Requested(c_int),
     /// A block of [`Blocks`] (chunked mechanisms): address and size.
     Block(usize, usize),
     /// A guarded fixed stack.
@@ -96,11 +100,15 @@ enum GreenStack {
     Native((usize, usize)),
 }
 
-/// Join bookkeeping of a green thread, under its `join` lock.
+/// Join bookkeeping of a green thread, under its `join` lock: the thread waiting to join it,
+/// null, or [`FINISHED`] once it ended (one word: the record is in every thread's memory).
 struct JoinState {
-    finished: bool,
     joiner: *const Green,
 }
+
+/// [`JoinState::joiner`] of a thread that ended: a dangling address (the record's alignment,
+/// in the unmapped first page), where no record lies.
+const FINISHED: *const Green = core::ptr::dangling();
 
 /// One green thread. Allocated by [`create`], freed by the join that collects its result.
 pub struct Green {
@@ -109,15 +117,13 @@ pub struct Green {
     /// The `sthread_*` handle (0 for `main`).
     handle: c_int,
     fp: usize,
-    arg: usize,
-    /// `fpStackSize` of `sthread_create` (fixed-stack conventions).
-    stack_request: c_int,
+    /// The argument of `fp` until the thread starts, then its result (one word: the record
+    /// is part of every thread's memory).
+    arg_or_result: UnsafeCell<usize>,
     started: Cell<bool>,
     stack: UnsafeCell<GreenStack>,
-    chain: UnsafeCell<ChainState>,
-    /// The thread's C stack and entry block under the heap mechanisms.
-    heap: UnsafeCell<crate::mech::heap::HeapThreadState>,
-    result: UnsafeCell<usize>,
+    /// Its chunk chain, or its C stack and entry block under the heap mechanisms.
+    mech: UnsafeCell<mech_state::MechState>,
     /// The race detector's state of the thread (`--race`; null otherwise).
     race: *mut crate::race::RaceThread,
     join: RawSpin,
@@ -315,6 +321,11 @@ pub fn start(abi: u32) -> &'static Green {
     if heap {
         crate::mech::heap::set_worker_mode();
     }
+    if lookahead && det.is_none() {
+        // Not in the deterministic mode: its decisions are the checkpoints that enter the
+        // runtime, and a recursion that learned sizes let fit in its block would make none.
+        crate::chunk::first_block::set_first_overflow_hook(prepare::first_block_outgrown);
+    }
     let sched_stack = Stack::new(SCHEDULER_STACK)
         .unwrap_or_else(|e| fail(&format!("stackrt: cannot map a scheduler stack: {e}")));
     let mut workers: Box<[Worker]> = (0..n + spares)
@@ -387,7 +398,14 @@ pub fn start(abi: u32) -> &'static Green {
         // SAFETY: registering a plain extern "C" function with no arguments.
         unsafe { libc::atexit(stats::print_stats_at_exit) };
     }
-    let main = Box::leak(Box::new(Green::new(0, 0, 0, 0, crate::race::current())));
+    let main = Box::leak(Box::new(Green::new(
+        0,
+        0,
+        0,
+        0,
+        crate::race::current(),
+        heap,
+    )));
     main.started.set(true);
     // SAFETY: nothing else refers to the fresh record yet.
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
@@ -395,7 +413,7 @@ pub fn start(abi: u32) -> &'static Green {
         crate::mech::heap::enter_worker();
     }
     if chunked {
-        give_handler_stack();
+        handler_stacks::give_handler_stack();
     }
     let w0 = &s.workers[0];
     w0.register_os_thread();
@@ -456,7 +474,7 @@ impl Green {
         let fixed = match unsafe { &*self.stack.get() } {
             GreenStack::Fixed(s) => s.usable(),
             GreenStack::Native(bounds) => *bounds,
-            GreenStack::Block(..) | GreenStack::None => (0, 0),
+            GreenStack::Block(..) | GreenStack::None | GreenStack::Requested(_) => (0, 0),
         };
         crate::signals::set_running_green(self.handle, fixed);
         crate::race::set_current(self.race);
@@ -468,22 +486,19 @@ impl Green {
         arg: usize,
         stack_request: c_int,
         race: *mut crate::race::RaceThread,
+        heap: bool,
     ) -> Green {
         Green {
             sp: UnsafeCell::new(0),
             handle,
             fp,
-            arg,
-            stack_request,
+            arg_or_result: UnsafeCell::new(arg),
             started: Cell::new(false),
-            stack: UnsafeCell::new(GreenStack::None),
-            chain: UnsafeCell::new(ChainState::new()),
-            heap: UnsafeCell::new(crate::mech::heap::HeapThreadState::default()),
-            result: UnsafeCell::new(0),
+            stack: UnsafeCell::new(GreenStack::Requested(stack_request)),
+            mech: UnsafeCell::new(mech_state::MechState::new(heap)),
             race,
             join: RawSpin::new(),
             join_state: UnsafeCell::new(JoinState {
-                finished: false,
                 joiner: core::ptr::null(),
             }),
             lib_phase: Cell::new(0),
@@ -504,31 +519,6 @@ impl Green {
     }
 }
 
-/// Gives the calling worker OS thread a handler stack of its own (the chunked mechanisms, see
-/// `crate::chunk::handler`): the chunk handlers and every C call of its green threads run
-/// there (under `lookahead` the thread library's too), so a green thread's stack holds only
-/// its C-- frames. It lives as long as the process.
-fn give_handler_stack() {
-    let stack = handler_stack().unwrap_or_else(|e| {
-        fail(&format!(
-            "stackrt: cannot map a worker's handler stack: {e}"
-        ))
-    });
-    use_handler_stack(stack);
-}
-
-/// A worker's handler stack (chunked mechanisms), mapped before its OS thread starts so that a
-/// spare that cannot have one is not started (`handoff`).
-fn handler_stack() -> Result<Stack, String> {
-    Stack::new(crate::chunk::handler::MIN_HANDLER_STACK).map_err(|e| e.to_string())
-}
-
-/// Makes `stack` the calling worker OS thread's handler stack for good.
-fn use_handler_stack(stack: Stack) {
-    crate::chunk::handler::set_worker_stack(stack.top() & !15);
-    core::mem::forget(stack);
-}
-
 extern "C" fn worker0_entry(_: usize) -> ! {
     let s = sched();
     let w = &s.workers[0];
@@ -545,8 +535,8 @@ fn worker_os_thread(i: usize, handler: Option<Stack>) {
     if s.chunked {
         crate::chunk::global::set_worker();
         match handler {
-            Some(stack) => use_handler_stack(stack),
-            None => give_handler_stack(),
+            Some(stack) => handler_stacks::use_handler_stack(stack),
+            None => handler_stacks::give_handler_stack(),
         }
     }
     if s.heap {
@@ -632,11 +622,11 @@ impl Sched {
         w.current.set(g);
         if self.chunked {
             // SAFETY: the thread is switched out: nothing else uses its chain state.
-            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain.get() });
+            crate::chunk::global::swap_chain(unsafe { &mut *gr.chain() });
         }
         if self.heap {
             // SAFETY: as above, for its heap state.
-            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap.get() });
+            crate::mech::heap::swap_thread_state(unsafe { &mut *gr.heap_state() });
         }
         if !gr.started.get() {
             self.prepare(w, gr);
@@ -662,7 +652,7 @@ extern "C" fn green_entry(g: usize) -> ! {
     complete_switch();
     let r = run_body(gr);
     // SAFETY: only this thread writes its result, before it ends.
-    unsafe { *gr.result.get() = r };
+    unsafe { *gr.arg_or_result.get() = r };
     let _ = switch_out(After::Exit, 0);
     unreachable!("an ended green thread was resumed")
 }
@@ -671,10 +661,12 @@ extern "C" fn green_entry(g: usize) -> ! {
 #[inline(never)]
 fn run_body(g: &Green) -> usize {
     let s = sched();
+    // SAFETY: the thread's own record; nothing writes its result before it ends.
+    let arg = unsafe { *g.arg_or_result.get() };
     if crate::base::abi::is_emitted_abi(s.abi) {
         // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this
         // program, compiled with its convention.
-        match unsafe { crate::mech::enter(s.abi, g.fp, g.arg, 0) } {
+        match unsafe { crate::mech::enter(s.abi, g.fp, arg, 0) } {
             Some(r) => r,
             None => {
                 fail("sthread_create: the thread entry function takes more than two parameters")
@@ -686,7 +678,7 @@ fn run_body(g: &Green) -> usize {
         let f = unsafe {
             core::mem::transmute::<usize, extern "C" fn(*mut c_void) -> *mut c_void>(g.fp)
         };
-        f(g.arg as *mut c_void) as usize
+        f(arg as *mut c_void) as usize
     }
 }
 
@@ -795,9 +787,9 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
     }
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
-        unsafe { crate::chunk::global::switch_chain(&mut *cr.chain.get(), &*nx.chain.get()) };
+        unsafe { crate::chunk::global::switch_chain(&mut *cr.chain(), &*nx.chain()) };
         // SAFETY: `cur`'s chain state was just saved.
-        if s.first_chunk_in_block && unsafe { (*cr.chain.get()).outgrown() } {
+        if s.first_chunk_in_block && unsafe { (*cr.chain()).outgrown() } {
             // As `after_switch` does for a thread that switched out through the scheduler;
             // here the stack pointer is this frame's, or the library stub's.
             let here = 0u8;
@@ -806,14 +798,14 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
                 sp = crate::chunk::handler::stub_caller_sp();
             }
             // SAFETY: `cur`'s chain state was just saved; this runs on its stack.
-            if let Some(used) = unsafe { (*cr.chain.get()).outgrown_use(sp) } {
+            if let Some(used) = unsafe { (*cr.chain()).outgrown_use(sp) } {
                 super::sizing::learn(cr.fp, used);
             }
         }
     }
     if s.heap {
         // SAFETY: as above, for their heap states.
-        unsafe { crate::mech::heap::switch_thread_state(&mut *cr.heap.get(), &*nx.heap.get()) };
+        unsafe { crate::mech::heap::switch_thread_state(&mut *cr.heap_state(), &*nx.heap_state()) };
     }
     if s.count_stats {
         s.stats.switches.fetch_add(1, Relaxed);
@@ -837,7 +829,14 @@ pub fn create(
     race: *mut crate::race::RaceThread,
 ) -> *const Green {
     let s = sched();
-    let g: *const Green = Box::into_raw(Box::new(Green::new(handle, fp, arg, stack_request, race)));
+    let g: *const Green = Box::into_raw(Box::new(Green::new(
+        handle,
+        fp,
+        arg,
+        stack_request,
+        race,
+        s.heap,
+    )));
     if let Some(d) = &s.det {
         det_mode::lock(d).created(handle);
     }
@@ -951,7 +950,7 @@ pub unsafe fn wake(g: *const Green) {
 pub fn exit_current(result: usize) -> ! {
     let g = current();
     // SAFETY: only this thread writes its result.
-    unsafe { *g.result.get() = result };
+    unsafe { *g.arg_or_result.get() = result };
     // `sthread_exit` is called on the thread's own stack, never through the library stub.
     let _ = switch_out(After::Exit, 0);
     unreachable!("an ended green thread was resumed")
@@ -970,7 +969,7 @@ pub unsafe fn join(g: *const Green, phase: u32) -> Result<usize, Switched> {
     gr.join.lock();
     // SAFETY: join_state under `join`.
     let st = unsafe { &mut *gr.join_state.get() };
-    if st.finished {
+    if st.joiner == FINISHED {
         gr.join.unlock();
     } else {
         st.joiner = current();
@@ -992,7 +991,7 @@ pub unsafe fn join(g: *const Green, phase: u32) -> Result<usize, Switched> {
 pub unsafe fn join_result(g: *const Green) -> usize {
     // SAFETY: the caller's guarantee: the result is final and the record is the caller's.
     unsafe {
-        let r = *(*g).result.get();
+        let r = *(*g).arg_or_result.get();
         drop(Box::from_raw(g.cast_mut()));
         r
     }

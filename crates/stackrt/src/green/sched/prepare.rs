@@ -9,6 +9,11 @@ use crate::green::stacks::block_size;
 impl Sched {
     /// Gives a thread that runs for the first time its stack and initial context.
     pub(super) fn prepare(&self, w: &Worker, g: &Green) {
+        // SAFETY: the thread has not run; its stack slot is the worker's to read.
+        let request = match unsafe { &*g.stack.get() } {
+            GreenStack::Requested(r) => *r,
+            _ => 0,
+        };
         let top = if self.chunked {
             // SAFETY: the entry of a C-- function of this program (`sthread_create`'s
             // contract) is preceded by its u32 stack need (the emission stage's layout).
@@ -45,12 +50,12 @@ impl Sched {
             let size = if self.heap {
                 // The C stack of C calls; frames are heap blocks.
                 crate::mech::lookahead::NATIVE_THREAD_STACK
-            } else if g.stack_request > 0 {
+            } else if request > 0 {
                 // As pthreads do for an OS thread: at least the system's minimum, which also
                 // leaves room for the runtime's frames when a loop-head preemption or a
                 // thread-library call comes at the bottom of a stack sized to the C-- frames
                 // alone (`stacksizeof`, thesis section 3.3).
-                (g.stack_request as usize).max(crate::base::os::min_thread_stack())
+                (request as usize).max(crate::base::os::min_thread_stack())
             } else {
                 DEFAULT_FIXED_STACK
             };
@@ -79,4 +84,10 @@ impl Sched {
         unsafe { *g.sp.get() = context::init(top, green_entry, g as *const Green as usize) };
         g.started.set(true);
     }
+}
+
+/// The chunk runtime's hook (`crate::chunk::first_block`): the running thread outgrew its
+/// block at a checkpoint that needed `bytes` below the block's first chunk top.
+pub(super) fn first_block_outgrown(bytes: usize) {
+    crate::green::sizing::learn_need(super::current().fp, bytes);
 }
