@@ -43,15 +43,36 @@ pub fn cpus() -> usize {
 
 /// The calling thread's `errno`.
 pub fn errno() -> i32 {
-    // SAFETY: __errno_location returns the calling thread's errno slot, valid for the thread's
-    // lifetime.
-    unsafe { *libc::__errno_location() }
+    // SAFETY: `errno_slot` is the calling OS thread's errno, valid for the thread's lifetime.
+    unsafe { *errno_slot() }
+}
+
+/// The calling OS thread's errno slot: `__errno_location()`, asked once per OS thread (a call
+/// through the PLT; a green thread's switch keeps and restores errno two or three times). Never
+/// kept across a switch: a green thread may resume on another OS thread.
+#[inline(always)]
+pub fn errno_slot() -> *mut i32 {
+    let slot = ERRNO.with(Cell::get);
+    if !slot.is_null() {
+        return slot;
+    }
+    errno_slot_slow()
+}
+
+#[cold]
+fn errno_slot_slow() -> *mut i32 {
+    // SAFETY: __errno_location has no preconditions; its result is the calling thread's slot.
+    let slot = unsafe { libc::__errno_location() };
+    ERRNO.with(|e| e.set(slot));
+    slot
 }
 
 thread_local! {
     /// The calling OS thread's kernel id once asked for (0 before). `const`, no destructor:
     /// readable in a signal handler.
     static TID: Cell<i32> = const { Cell::new(0) };
+    /// The calling OS thread's errno slot once asked for (null before); as `TID`.
+    static ERRNO: Cell<*mut i32> = const { Cell::new(core::ptr::null_mut()) };
 }
 
 /// Keeps the calling thread's `errno` across a call that may switch green threads: saved when
@@ -90,9 +111,8 @@ impl Default for KeptErrno {
 impl Drop for KeptErrno {
     #[inline(always)]
     fn drop(&mut self) {
-        // SAFETY: __errno_location returns the calling OS thread's errno slot, valid for the
-        // thread's lifetime.
-        unsafe { *libc::__errno_location() = self.0 };
+        // SAFETY: the calling OS thread's errno slot, valid for the thread's lifetime.
+        unsafe { *errno_slot() = self.0 };
     }
 }
 

@@ -1,19 +1,48 @@
-//! Run queues of the green-thread scheduler: one FIFO queue per worker, with work stealing. A
-//! worker takes from the front of its own queue; when that is empty it steals the older half of
-//! the first non-empty queue after its own (in worker order, wrapping around), as Go's
-//! `runqsteal` takes half of a victim's queue: one steal feeds a worker for a while, and the
-//! oldest threads move first.
+//! Run queues of the green-thread scheduler: one queue per worker, with work stealing, laid out
+//! as Go's (`runtime/proc.go`: `runqput`, `runqget`, `runqgrab`). A worker takes from its own
+//! queue; when that is empty it steals the older half of the first non-empty queue after its
+//! own (in worker order, wrapping around), as Go's `runqsteal` does: one steal feeds a worker
+//! for a while, and the oldest threads move first.
 //!
-//! Each queue has its own lock, so workers contend only when one steals from another; the
-//! locks are held for a few queue operations, never across a context switch.
+//! # A queue
+//! - **`next`**: one thread that runs before the others (a woken thread, Go's `runnext`: a
+//!   mutex handed to a parked thread is not held while a whole queue of other threads runs
+//!   first). A thread put there pushes the one it replaces to the back of the ring.
+//! - **The ring**: [`RING`] slots between `head` and `tail`. Only the queue's own worker (the
+//!   OS thread that runs it) writes slots and `tail`: a push is a store of the slot and a
+//!   release store of `tail`, no atomic read-modify-write. Taking from the front, by the worker
+//!   or a thief, reads the slots and then moves `head` with a compare-and-swap, which fails if
+//!   anyone took them first; `head` only grows (no ABA: a slot is rewritten only after `head`
+//!   passed it, and a stale taker's swap then fails).
+//! - **The overflow**: a locked list for what does not fit in the ring (half the ring moves
+//!   there when it is full) and for threads another OS thread hands over
+//!   ([`RunQueues::push_remote`]). It holds the older threads, so takes look there first (the
+//!   queue stays a FIFO: with the ring first, a million threads yielding in a loop until all
+//!   have arrived ran 4x slower, the ring's 256 yielding again and again while the others
+//!   waited); its length is published in an atomic, so a take looks there, and takes its
+//!   lock, only when it holds something: with fewer runnable threads than the ring holds, a
+//!   queue takes no lock.
+//!
+//! A yield takes its next thread and puts the yielding one back without a lock (a round trip
+//! took 74 ns with two lock/unlock pairs of `std` mutexes per yield, most of it in them).
 //!
 //! Only the first [`RunQueues::set_live`] queues are looked at by steals and by the emptiness
 //! checks: the scheduler's spare worker slots (`super::sched::handoff`) have queues that stay
 //! out of every scan until their OS threads start.
 
-use core::sync::atomic::{AtomicUsize, Ordering::Acquire, Ordering::Release};
+use core::cell::Cell;
+use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
 use std::collections::VecDeque;
 use std::sync::Mutex;
+
+/// What a queue holds: a value that is one nonzero word (a thread's record).
+pub trait Word: Copy {
+    fn to_word(self) -> usize;
+    fn from_word(w: usize) -> Self;
+}
+
+/// Slots of a queue's ring (Go's `runq` has 256).
+pub const RING: usize = 256;
 
 /// Where [`RunQueues::pop`] found the thread it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,14 +53,150 @@ pub enum Source {
     Stolen(usize),
 }
 
-/// One FIFO queue per worker.
-pub struct RunQueues<T> {
-    queues: Box<[Mutex<VecDeque<T>>]>,
-    /// Queues in use: `queues[..live]`.
-    live: AtomicUsize,
+/// One worker's queue (module docs).
+struct Local {
+    head: AtomicU32,
+    tail: AtomicU32,
+    next: AtomicUsize,
+    overflow: Mutex<VecDeque<usize>>,
+    /// The overflow's length, written under its lock: a take looks at the overflow only when
+    /// it holds something, without the lock.
+    spilled: AtomicUsize,
 }
 
-impl<T> RunQueues<T> {
+impl Local {
+    fn new() -> Self {
+        Local {
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+            next: AtomicUsize::new(0),
+            overflow: Mutex::new(VecDeque::new()),
+            spilled: AtomicUsize::new(0),
+        }
+    }
+
+    /// Runs `f` on the overflow under its lock and publishes its new length.
+    fn with_overflow<R>(&self, f: impl FnOnce(&mut VecDeque<usize>) -> R) -> R {
+        // A panic while the list is locked cannot leave it inconsistent (every operation is
+        // one VecDeque call), so a poisoned lock is still usable.
+        let mut o = self
+            .overflow
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let r = f(&mut o);
+        self.spilled.store(o.len(), Release);
+        r
+    }
+
+    /// The front of the overflow, if it holds anything.
+    fn overflow_front(&self) -> Option<usize> {
+        if self.spilled.load(Acquire) == 0 {
+            return None;
+        }
+        self.with_overflow(|o| o.pop_front())
+    }
+
+    /// The worker's push to the back of its ring; the older half of the ring goes to the back
+    /// of the overflow when the ring is full.
+    fn push_back(&self, ring: &[AtomicUsize], w: usize) {
+        loop {
+            let h = self.head.load(Acquire);
+            let t = self.tail.load(Relaxed);
+            if t.wrapping_sub(h) < RING as u32 {
+                ring[t as usize % RING].store(w, Relaxed);
+                self.tail.store(t.wrapping_add(1), Release);
+                return;
+            }
+            // Full: move the older half out with one swap of `head` (Go's `runqputslow`).
+            let half = RING as u32 / 2;
+            let batch: Vec<usize> = (0..half)
+                .map(|i| ring[h.wrapping_add(i) as usize % RING].load(Relaxed))
+                .collect();
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(half), AcqRel, Relaxed)
+                .is_ok()
+            {
+                self.with_overflow(|o| o.extend(batch));
+            }
+            // Room now (ours, or a thief took some): `w` goes in behind the rest of the ring.
+        }
+    }
+
+    /// The front of the ring, by the worker or a thief.
+    fn take_front(&self, ring: &[AtomicUsize]) -> Option<usize> {
+        loop {
+            let h = self.head.load(Acquire);
+            let t = self.tail.load(Acquire);
+            if t == h {
+                return None;
+            }
+            let w = ring[h as usize % RING].load(Relaxed);
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(1), AcqRel, Relaxed)
+                .is_ok()
+            {
+                return Some(w);
+            }
+        }
+    }
+
+    /// The older half of the ring (at least one if any), taken by a thief (Go's `runqgrab`).
+    fn take_half(&self, ring: &[AtomicUsize]) -> Vec<usize> {
+        loop {
+            let h = self.head.load(Acquire);
+            let t = self.tail.load(Acquire);
+            let n = t.wrapping_sub(h);
+            if n == 0 {
+                return Vec::new();
+            }
+            if n > RING as u32 {
+                // Read `head` and `tail` at different moments: try again.
+                continue;
+            }
+            let take = n - n / 2;
+            let batch: Vec<usize> = (0..take)
+                .map(|i| ring[h.wrapping_add(i) as usize % RING].load(Relaxed))
+                .collect();
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(take), AcqRel, Relaxed)
+                .is_ok()
+            {
+                return batch;
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        let h = self.head.load(Acquire);
+        let t = self.tail.load(Acquire);
+        (t.wrapping_sub(h) as usize).min(RING)
+            + usize::from(self.next.load(Acquire) != 0)
+            + self.spilled.load(Acquire)
+    }
+}
+
+/// One queue per worker.
+pub struct RunQueues<T> {
+    queues: Box<[Local]>,
+    /// The rings of all queues, [`RING`] slots each, in one zeroed allocation: a large one
+    /// comes straight from `mmap`, so the rings of the spare slots, which may never run, cost
+    /// no resident memory (1,024 spares' rings are 2 MiB).
+    rings: Box<[AtomicUsize]>,
+    /// Queues in use: `queues[..live]`.
+    live: AtomicUsize,
+    _values: core::marker::PhantomData<Cell<T>>,
+}
+
+// SAFETY: the queues hold words (`Word`), and hand them between OS threads only through the
+// atomics and the locks above; `T: Send` is what the scheduler's values promise.
+unsafe impl<T: Send> Sync for RunQueues<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Send for RunQueues<T> {}
+
+impl<T: Word> RunQueues<T> {
     /// Queues for `workers` workers (at least one), all in use.
     pub fn new(workers: usize) -> Self {
         Self::with_live(workers, workers)
@@ -39,12 +204,23 @@ impl<T> RunQueues<T> {
 
     /// Queues for `workers` workers (at least one), the first `live` of them in use.
     pub fn with_live(workers: usize, live: usize) -> Self {
+        let n = workers.max(1);
+        // `vec![0; len]` asks the allocator for zeroed memory (`calloc`), which it leaves
+        // untouched when it maps it fresh.
+        let words: Box<[usize]> = vec![0usize; n * RING].into_boxed_slice();
+        // SAFETY: `AtomicUsize` has the size, alignment and bit validity of `usize`, so a
+        // boxed slice of one is a boxed slice of the other (same length, same allocation).
+        let rings = unsafe { core::mem::transmute::<Box<[usize]>, Box<[AtomicUsize]>>(words) };
         RunQueues {
-            queues: (0..workers.max(1))
-                .map(|_| Mutex::new(VecDeque::new()))
-                .collect(),
+            queues: (0..n).map(|_| Local::new()).collect(),
+            rings,
             live: AtomicUsize::new(live.clamp(1, workers.max(1))),
+            _values: core::marker::PhantomData,
         }
+    }
+
+    fn ring(&self, w: usize) -> &[AtomicUsize] {
+        &self.rings[w * RING..(w + 1) * RING]
     }
 
     /// The number of queues in use.
@@ -57,59 +233,93 @@ impl<T> RunQueues<T> {
         self.live.fetch_max(n.min(self.queues.len()), Release);
     }
 
-    fn queue(&self, w: usize) -> std::sync::MutexGuard<'_, VecDeque<T>> {
-        // A panic while a queue is locked cannot leave it inconsistent (every operation is one
-        // VecDeque call), so a poisoned lock is still usable.
-        self.queues[w]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Puts `t` at the back of worker `w`'s queue.
+    /// Puts `t` at the back of worker `w`'s queue. Only on worker `w`'s OS thread.
     pub fn push(&self, w: usize, t: T) {
-        self.queue(w).push_back(t);
+        self.queues[w].push_back(self.ring(w), t.to_word());
     }
 
-    /// Puts `t` at the front of worker `w`'s queue: it runs next there (a woken thread, Go's
-    /// `runnext`: a mutex handed to a parked thread is not held while a whole queue of other
-    /// threads runs first).
+    /// Puts `t` at the back of worker `w`'s queue from another OS thread (through the lock of
+    /// its overflow).
+    pub fn push_remote(&self, w: usize, t: T) {
+        self.queues[w].with_overflow(|o| o.push_back(t.to_word()));
+    }
+
+    /// Makes `t` the next thread of worker `w` (the one it replaces goes to the back). Only on
+    /// worker `w`'s OS thread.
     pub fn push_front(&self, w: usize, t: T) {
-        self.queue(w).push_front(t);
+        let q = &self.queues[w];
+        let old = q.next.swap(t.to_word(), AcqRel);
+        if old != 0 {
+            q.push_back(self.ring(w), old);
+        }
     }
 
-    /// The front of worker `w`'s own queue, without stealing.
+    /// The next thread of worker `w`'s own queue, without stealing. Only on worker `w`'s OS
+    /// thread.
     pub fn pop_own(&self, w: usize) -> Option<T> {
-        self.queue(w).pop_front()
+        let q = &self.queues[w];
+        // A load first: the swap, an atomic read-modify-write, only when there is something
+        // to take (a thief may still take it first).
+        if q.next.load(Relaxed) != 0 {
+            let next = q.next.swap(0, AcqRel);
+            if next != 0 {
+                return Some(T::from_word(next));
+            }
+        }
+        // The overflow holds the older threads (the ring's older half moves there when the
+        // ring is full), so it goes first: a FIFO over both. With fewer runnable threads than
+        // the ring holds it is empty, and no lock is taken.
+        if let Some(t) = q.overflow_front() {
+            return Some(T::from_word(t));
+        }
+        q.take_front(self.ring(w)).map(T::from_word)
     }
 
-    /// The next thread for worker `w`: the front of its own queue, else the first of the older
-    /// half stolen from the first non-empty queue after `w`'s (the rest of the half goes to the
-    /// back of `w`'s queue). None when every queue is empty.
+    /// The next thread for worker `w`: from its own queue, else the first of the older half
+    /// stolen from the first non-empty queue after `w`'s (the rest of the half goes to `w`'s
+    /// queue). None when every queue is empty. Only on worker `w`'s OS thread.
     pub fn pop(&self, w: usize) -> Option<(T, Source)> {
-        if let Some(t) = self.queue(w).pop_front() {
+        if let Some(t) = self.pop_own(w) {
             return Some((t, Source::Own));
         }
         let n = self.workers();
         for k in 1..n {
             let v = (w + k) % n;
-            let mut stolen: VecDeque<T> = {
-                let mut q = self.queue(v);
-                let take = q.len().div_ceil(2);
-                q.drain(..take).collect()
-            };
-            if let Some(first) = stolen.pop_front() {
-                if !stolen.is_empty() {
-                    self.queue(w).append(&mut stolen);
+            let victim = &self.queues[v];
+            // The older threads first: half the overflow, else half the ring.
+            let mut stolen = Vec::new();
+            if victim.spilled.load(Acquire) != 0 {
+                victim.with_overflow(|o| {
+                    let take = o.len().div_ceil(2);
+                    stolen.extend(o.drain(..take));
+                });
+            }
+            if stolen.is_empty() {
+                stolen = victim.take_half(self.ring(v));
+            }
+            if stolen.is_empty() {
+                // Its next thread, last: the victim is about to run it.
+                if victim.next.load(Relaxed) != 0 {
+                    let next = victim.next.swap(0, AcqRel);
+                    if next != 0 {
+                        stolen.push(next);
+                    }
                 }
-                return Some((first, Source::Stolen(v)));
+            }
+            let mut it = stolen.into_iter();
+            if let Some(first) = it.next() {
+                for t in it {
+                    self.queues[w].push_back(self.ring(w), t);
+                }
+                return Some((T::from_word(first), Source::Stolen(v)));
             }
         }
         None
     }
 
-    /// Threads queued on worker `w`.
+    /// Threads queued on worker `w` (a snapshot while others push and take).
     pub fn len_of(&self, w: usize) -> usize {
-        self.queue(w).len()
+        self.queues[w].len()
     }
 
     /// Threads queued on all workers.
@@ -120,5 +330,106 @@ impl<T> RunQueues<T> {
     /// Whether every queue is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Id(usize);
+    impl Word for Id {
+        fn to_word(self) -> usize {
+            self.0
+        }
+        fn from_word(w: usize) -> Self {
+            Id(w)
+        }
+    }
+
+    #[test]
+    fn one_worker_is_fifo_with_next_first() {
+        let q = RunQueues::<Id>::new(1);
+        for i in 1..=1000 {
+            q.push(0, Id(i));
+        }
+        q.push_front(0, Id(5000));
+        assert_eq!(q.len(), 1001);
+        assert_eq!(q.pop_own(0), Some(Id(5000)));
+        // The ring overflowed (more than RING threads): still first in, first out, and a
+        // thread put back while others wait goes behind them all.
+        for i in 1..=500 {
+            assert_eq!(q.pop_own(0), Some(Id(i)));
+            q.push(0, Id(i));
+        }
+        let rest: Vec<usize> = core::iter::from_fn(|| q.pop_own(0))
+            .map(|Id(i)| i)
+            .collect();
+        assert_eq!(rest, (501..=1000).chain(1..=500).collect::<Vec<_>>());
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_replaced_next_goes_to_the_back() {
+        let q = RunQueues::<Id>::new(1);
+        q.push(0, Id(1));
+        q.push_front(0, Id(2));
+        q.push_front(0, Id(3));
+        let order: Vec<_> = core::iter::from_fn(|| q.pop_own(0)).collect();
+        assert_eq!(order, [Id(3), Id(1), Id(2)]);
+    }
+
+    #[test]
+    fn a_steal_takes_the_older_half() {
+        let q = RunQueues::<Id>::new(2);
+        for i in 1..=10 {
+            q.push(0, Id(i));
+        }
+        assert_eq!(q.pop(1), Some((Id(1), Source::Stolen(0))));
+        assert_eq!(q.len_of(1), 4);
+        assert_eq!(q.len_of(0), 5);
+        assert_eq!(q.pop_own(0), Some(Id(6)));
+        assert_eq!(q.pop_own(1), Some(Id(2)));
+    }
+
+    /// Every value pushed comes out exactly once while owners push and take and others steal
+    /// from all sides at once (the invariant the scheduler needs: a thread never runs twice
+    /// at once, and none is lost).
+    #[test]
+    fn values_come_out_exactly_once_under_stealing() {
+        const WORKERS: usize = 4;
+        const PER: usize = 50_000;
+        let q = RunQueues::<Id>::new(WORKERS);
+        let taken: Vec<AtomicU32> = (0..WORKERS * PER + 1).map(|_| AtomicU32::new(0)).collect();
+        let done = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for w in 0..WORKERS {
+                let (q, taken, done) = (&q, &taken, &done);
+                s.spawn(move || {
+                    let mut next = 0;
+                    while done.load(Acquire) < WORKERS * PER {
+                        if next < PER {
+                            let v = 1 + w * PER + next;
+                            if next % 997 == 0 {
+                                q.push_remote((w + 1) % WORKERS, Id(v));
+                            } else if next % 7 == 0 {
+                                q.push_front(w, Id(v));
+                            } else {
+                                q.push(w, Id(v));
+                            }
+                            next += 1;
+                        }
+                        if next % 3 != 0 || next >= PER {
+                            if let Some((Id(v), _)) = q.pop(w) {
+                                assert_eq!(taken[v].fetch_add(1, AcqRel), 0, "{v} twice");
+                                done.fetch_add(1, AcqRel);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert!(taken[1..].iter().all(|t| t.load(Acquire) == 1));
     }
 }

@@ -329,11 +329,25 @@ impl Sched {
         };
         let mut moved = false;
         while let Some(GreenPtr(g)) = self.queues.pop_own(w.index) {
-            self.queues.push(to, GreenPtr(g));
+            self.queues.push_remote(to, GreenPtr(g));
             moved = true;
         }
         if moved {
             self.wake_idle();
         }
     }
+}
+
+/// The number of workers: `STACKRT_WORKERS`, else the number of online CPUs.
+pub(super) fn worker_count() -> usize {
+    if let Ok(v) = std::env::var("STACKRT_WORKERS") {
+        match v.trim().parse::<usize>() {
+            Ok(n) if (1..=1024).contains(&n) => return n,
+            _ => crate::base::diag::fail(
+                &format!("stackrt: STACKRT_WORKERS={v:?} is not a number of workers (1 to 1024)"),
+                crate::base::abi::THREAD_FAILURE_EXIT_STATUS,
+            ),
+        }
+    }
+    crate::base::os::cpus()
 }

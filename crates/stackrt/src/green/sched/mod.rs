@@ -152,6 +152,15 @@ struct GreenPtr(*const Green);
 // SAFETY: see Green's Send.
 unsafe impl Send for GreenPtr {}
 
+impl super::queue::Word for GreenPtr {
+    fn to_word(self) -> usize {
+        self.0 as usize
+    }
+    fn from_word(w: usize) -> Self {
+        GreenPtr(w as *const Green)
+    }
+}
+
 /// One worker's state, touched only by the OS thread that runs the worker.
 pub struct Worker {
     index: usize,
@@ -270,20 +279,6 @@ pub fn current() -> &'static Green {
     unsafe { &*this_worker().current.get() }
 }
 
-/// The number of workers: `STACKRT_WORKERS`, else the number of online CPUs.
-fn worker_count() -> usize {
-    if let Ok(v) = std::env::var("STACKRT_WORKERS") {
-        match v.trim().parse::<usize>() {
-            Ok(n) if (1..=1024).contains(&n) => return n,
-            _ => crate::base::diag::fail(
-                &format!("stackrt: STACKRT_WORKERS={v:?} is not a number of workers (1 to 1024)"),
-                crate::base::abi::THREAD_FAILURE_EXIT_STATUS,
-            ),
-        }
-    }
-    crate::base::os::cpus()
-}
-
 fn fail(msg: &str) -> ! {
     crate::base::diag::fail(msg, crate::base::abi::THREAD_FAILURE_EXIT_STATUS)
 }
@@ -296,7 +291,11 @@ pub fn start(abi: u32) -> &'static Green {
         fail("stackrt: STACKRT_SCHED_TRACE needs a deterministic STACKRT_SCHED (random:SEED, pct:SEED:DEPTH or replay:FILE)");
     }
     // The deterministic mode runs every green thread on one worker, with no hand-off.
-    let n = if det.is_some() { 1 } else { worker_count() };
+    let n = if det.is_some() {
+        1
+    } else {
+        handoff::worker_count()
+    };
     let spares = if det.is_some() {
         0
     } else {
