@@ -118,8 +118,8 @@ struct Model {
 
 impl Model {
     /// What `RunQueues::pop` must return, applied to the model: the own queue, else the older
-    /// half of the first non-empty queue after it (its overflow's half, else its ring's), else
-    /// that queue's next thread.
+    /// half of the first non-empty queue after it (its overflow's half but at most half a
+    /// ring, else its ring's half), else that queue's next thread.
     fn pop(&mut self, w: usize) -> Option<(u32, Source)> {
         if let Some(t) = self.queues[w].pop_own() {
             return Some((t, Source::Own));
@@ -128,7 +128,7 @@ impl Model {
             let v = (w + k) % WORKERS;
             let q = &mut self.queues[v];
             let mut stolen: Vec<u32> = if !q.overflow.is_empty() {
-                let take = q.overflow.len().div_ceil(2);
+                let take = q.overflow.len().div_ceil(2).min(RING / 2);
                 q.overflow.drain(..take).collect()
             } else {
                 let take = q.ring.len().div_ceil(2);

@@ -11,17 +11,37 @@ use std::sync::Mutex;
 use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
 
 /// Bytes kept for a green thread's entry frames above its thread stack `T` (the context's
-/// start frame, the entry function and the mechanism's entry trampoline: 112 bytes on x86-64
-/// and 128 on i686, measured 2026-11-26 as the block's top less `T`; every byte here is a
-/// byte of every thread). If they ever needed more, the offered first chunk would start
-/// lower and hold less than its need plus what was learned for it: its threads would
-/// overflow into a standard chunk and the sizing (`super::sizing`) would make the next blocks
-/// bigger; never an overlap (the chunk runtime takes a chunk of its own when the compiled
-/// need does not fit).
+/// start frame, the entry function and the mechanism's green trampoline, which keeps nothing
+/// for a return: `crate::mech::lookahead::enter_then`): 64 bytes on x86-64 and 112 on i686,
+/// measured 2026-11-26 as the block's top less `T` (112 and 128 with the trampoline that
+/// returns); every byte here is a byte of every thread. If they ever needed more, the offered
+/// first chunk would start lower and hold less than its need plus what was learned for it:
+/// its threads would overflow into a standard chunk and the sizing (`super::sizing`) would
+/// make the next blocks bigger; never an overlap (the chunk runtime takes a chunk of its own
+/// when the compiled need does not fit).
 #[cfg(target_pointer_width = "64")]
-pub const ENTRY_ROOM: usize = 112;
+pub const ENTRY_ROOM: usize = 64;
 #[cfg(target_pointer_width = "32")]
-pub const ENTRY_ROOM: usize = 128;
+pub const ENTRY_ROOM: usize = 112;
+
+/// [`ENTRY_ROOM`] of the mechanisms whose blocks hold no first chunk (`mmu`, `mmu-reuse`):
+/// their entry returns (`crate::mech::enter`), 112 bytes on x86-64 and 128 on i686.
+#[cfg(target_pointer_width = "64")]
+pub const RETURNING_ENTRY_ROOM: usize = 112;
+#[cfg(target_pointer_width = "32")]
+pub const RETURNING_ENTRY_ROOM: usize = 128;
+
+/// Bytes below a `lookahead` block's thread stack `T` that the thread's start and end need:
+/// the start's `complete_switch` runs below the entry frames before the first chunk is set
+/// up, and the end (`super::sched::entry`'s `done` and the switch away) from `T` down once it
+/// went back: 152 bytes on x86-64 and 132 on i686, measured 2026-11-26 by painting blocks (the
+/// same under the deterministic mode, statistics, two workers and `--race`), with a quarter
+/// more. A block's first chunk is at least this big; a thread whose end overran it would
+/// stop the program at the canary.
+#[cfg(target_pointer_width = "64")]
+pub const EXIT_ROOM: usize = 192;
+#[cfg(target_pointer_width = "32")]
+pub const EXIT_ROOM: usize = 176;
 
 /// Bytes at the bottom of a `lookahead` block, below its first chunk's limit, that hold a
 /// known pattern while the thread runs: compiled code never writes below the limit, so a
@@ -54,12 +74,13 @@ pub fn canary_intact(b: usize) -> bool {
 /// its first chunk's top (the u32 before the function: its longest path, with the room of the
 /// thread library's calls if it makes any), when `room` bytes are kept for the chunk
 /// handlers' frames between the thread stack `T` and the first chunk. From the top: the entry
-/// frames ([`ENTRY_ROOM`]), `T`, `room`, then the thread's first chunk: its header and `need`
-/// bytes of stack (and under `lookahead` the [`CANARY`] below it).
+/// frames ([`ENTRY_ROOM`], or [`RETURNING_ENTRY_ROOM`] with `room`), `T`, `room`, then the
+/// thread's first chunk: its header and `need` bytes of stack, at least [`EXIT_ROOM`] in all
+/// (and under `lookahead` the [`CANARY`] below it).
 ///
 /// Under `lookahead` the handlers and C calls run on the worker's handler stack
 /// (`crate::chunk::handler`), so `room` is 0 and the block is what the thread touches at most
-/// before it links a chunk: blocks are sized in 64-byte steps and packed one after another,
+/// before it links a chunk: blocks are sized in 16-byte steps and packed one after another,
 /// several to a page, so a shallow thread holds about its entry frames and its frames, not a
 /// page. Under the MMU mechanisms the block only holds the entry frames and the handlers'
 /// room (`crate::chunk::config::FOREIGN_HANDLER_ROOM`; their first chunk needs a guard page
@@ -67,8 +88,12 @@ pub fn canary_intact(b: usize) -> bool {
 /// a deeper thread links the runtime's standard chunks below the block, as any chunked thread
 /// does.
 pub fn block_size(need: usize, room: usize) -> usize {
-    let bytes =
-        ENTRY_ROOM + room + crate::chunk::HEADER_SIZE + crate::chunk::CHECK_SLACK + 16 + need;
+    let below_t = crate::chunk::HEADER_SIZE + crate::chunk::CHECK_SLACK + need;
+    let bytes = if room == 0 {
+        ENTRY_ROOM + 16 + below_t.max(EXIT_ROOM)
+    } else {
+        RETURNING_ENTRY_ROOM + room + 16 + below_t
+    };
     if room == 0 {
         (bytes + CANARY).next_multiple_of(BLOCK_STEP)
     } else {

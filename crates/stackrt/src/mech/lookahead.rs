@@ -9,6 +9,13 @@ use core::ffi::c_int;
 
 extern "C" {
     fn stackrt_enter_lookahead(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize;
+    fn stackrt_green_enter_lookahead(
+        fp: usize,
+        a0: usize,
+        a1: usize,
+        nargs: usize,
+        done: extern "C" fn(usize) -> !,
+    ) -> !;
 }
 
 /// Bytes of native (pthread) stack a `lookahead` thread gets, whatever `fpStackSize` the
@@ -42,6 +49,25 @@ pub unsafe fn enter(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize {
     // SAFETY: the caller guarantees `fp` follows the lookahead convention; the trampoline
     // preserves the C ABI's callee-saved registers and returns on the native stack.
     unsafe { stackrt_enter_lookahead(fp, a0, a1, nargs) }
+}
+
+/// A green thread's entry: calls the C-- function at `fp` with `nargs` (0..=2) of `a0, a1` on
+/// a fresh stack chunk, gives the chunks back when it returns and calls `done` with its result
+/// on the thread's stack just below the entry frames. Keeps nothing for a return, so every
+/// green thread's entry frames are smaller (`crate::green::stacks::ENTRY_ROOM`).
+///
+/// # Safety
+/// As [`enter`]; and the caller's frames may be discarded: `done` never returns.
+#[inline(always)]
+pub unsafe fn enter_then(
+    fp: usize,
+    a0: usize,
+    a1: usize,
+    nargs: usize,
+    done: extern "C" fn(usize) -> !,
+) -> ! {
+    // SAFETY: the caller's guarantee, as for `enter`; the trampoline never returns.
+    unsafe { stackrt_green_enter_lookahead(fp, a0, a1, nargs, done) }
 }
 
 #[cfg(test)]

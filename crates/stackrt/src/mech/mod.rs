@@ -37,6 +37,22 @@ unsafe fn arg_count(fp: usize) -> usize {
     bytes / SLOT
 }
 
+/// As [`enter`] under `lookahead` for a green thread's entry: never returns when it calls the
+/// function (`done` gets its result, see [`lookahead::enter_then`]); returns only when the
+/// function declares more than two parameters.
+///
+/// # Safety
+/// As [`enter`] for `lookahead`; and the caller's frames may be discarded.
+#[inline(always)]
+pub unsafe fn enter_lookahead_then(fp: usize, a0: usize, done: extern "C" fn(usize) -> !) {
+    // SAFETY: forwarded from the caller.
+    let nargs = unsafe { arg_count(fp) };
+    if nargs <= 2 {
+        // SAFETY: as above.
+        unsafe { lookahead::enter_then(fp, a0, 0, nargs, done) }
+    }
+}
+
 /// Calls the C-- function at `fp` with its declared number of the arguments `a0, a1` (the
 /// number is read from the function's header, see `arg_count`) under the emitted convention
 /// `abi`, and returns its integer result register. Returns `None` if `abi` is not one of the

@@ -34,6 +34,7 @@
 
 mod after;
 mod det_mode;
+mod entry;
 mod handler_stacks;
 mod handoff;
 mod idle;
@@ -48,7 +49,7 @@ pub use polls::poll_point;
 pub use stats::GreenStats;
 
 use core::cell::{Cell, UnsafeCell};
-use core::ffi::{c_int, c_void};
+use core::ffi::c_int;
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex, OnceLock};
 
@@ -641,43 +642,6 @@ impl Sched {
         // Not necessarily `g`: threads switch directly to each other (`yield_direct`); the one
         // that switched back is the worker's current thread.
         self.after_switch(w, w.current.get());
-    }
-}
-
-/// The stack pointer a new context starts with: the thread's entry. Runs on the green stack.
-extern "C" fn green_entry(g: usize) -> ! {
-    // SAFETY: `g` is the record `prepare` passed, alive until joined after it ended.
-    let gr = unsafe { &*(g as *const Green) };
-    complete_switch();
-    let r = run_body(gr);
-    // SAFETY: only this thread writes its result, before it ends.
-    unsafe { *gr.arg_or_result.get() = r };
-    let _ = switch_out(After::Exit, 0);
-    unreachable!("an ended green thread was resumed")
-}
-
-/// Calls the thread's C-- function under the program's convention.
-#[inline(never)]
-fn run_body(g: &Green) -> usize {
-    let s = sched();
-    // SAFETY: the thread's own record; nothing writes its result before it ends.
-    let arg = unsafe { *g.arg_or_result.get() };
-    if crate::base::abi::is_emitted_abi(s.abi) {
-        // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this
-        // program, compiled with its convention.
-        match unsafe { crate::mech::enter(s.abi, g.fp, arg, 0) } {
-            Some(r) => r,
-            None => {
-                fail("sthread_create: the thread entry function takes more than two parameters")
-            }
-        }
-    } else {
-        // SAFETY: under the native System V convention the entry is a C function
-        // `void *f(void *)` (the caller's guarantee).
-        let f = unsafe {
-            core::mem::transmute::<usize, extern "C" fn(*mut c_void) -> *mut c_void>(g.fp)
-        };
-        f(arg as *mut c_void) as usize
     }
 }
 

@@ -2,7 +2,8 @@
 //! by what threads of its entry function were seen to use; a cached fixed stack under the
 //! others) and its initial context.
 
-use super::{fail, green_entry, Green, GreenStack, Sched, Worker, DEFAULT_FIXED_STACK};
+use super::entry::green_entry;
+use super::{fail, Green, GreenStack, Sched, Worker, DEFAULT_FIXED_STACK};
 use crate::green::context;
 use crate::green::stacks::block_size;
 

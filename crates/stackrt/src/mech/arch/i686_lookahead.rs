@@ -104,6 +104,81 @@ global_asm!(
     options(att_syntax)
 );
 
+// stackrt_green_enter_lookahead(fp, a0, a1, nargs, done) -> !, cdecl: a green thread's entry.
+// As stackrt_enter_lookahead, but it never returns: when `fp` returns, the chunks go back and
+// `done(result)` is called (cdecl) on the thread's stack at T (`done` never returns either).
+// So no callee-saved register is saved, and the entry frames of every green thread are
+// smaller (`crate::green::stacks::ENTRY_ROOM`). Registers: everything is clobbered; ebx
+// points at the arguments until the call, esi and edi hold the result and T around the exit.
+//
+//   the thread's stack (block)                first chunk
+//   | done nargs a1 a0 fp | ebx + 4 ..        +-----------------------+ H = ebp = header
+//   | return address      | ebx               | return address        |
+//   +---------------------+ (aligned)         | a1 (if nargs = 2)     |
+//   | (unused)            | T + 8 .. T + 12   | a0 (if nargs >= 1)    |
+//   | done                | T + 4             | frame of fp ...       |
+//   | reclaim budget      | T + 0 (u32)       v                       v
+//   +---------------------+ T = thread stack: header word 0
+//   | the first chunk's header right below T; `done` runs from T down once the chunks are back
+global_asm!(
+    ".text",
+    ".globl stackrt_green_enter_lookahead",
+    ".type stackrt_green_enter_lookahead, @function",
+    ".p2align 4",
+    "stackrt_green_enter_lookahead:",
+    "mov %esp, %ebx",
+    "and $-16, %esp",
+    "sub $16, %esp",
+    "mov 20(%ebx), %eax",
+    "mov %eax, 4(%esp)",
+    "mov %esp, %eax",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
+    "test %ecx, %ecx",
+    "jz .Lgla_enter_here32",
+    "mov %ecx, %esp",
+    ".Lgla_enter_here32:",
+    "sub $16, %esp",
+    "mov %eax, (%esp)",
+    "mov 4(%ebx), %eax",
+    "mov -8(%eax), %eax",
+    "mov %eax, 4(%esp)",
+    "call {enter}",
+    "mov %eax, %ebp",
+    "mov %eax, %esp",
+    // The `call` pushes the return address (to the `jmp` after it) first, callee-cleanup's
+    // order, without an absolute relocation.
+    "call .Lgla_push_args32",
+    "jmp .Lgla_entered32",
+    ".Lgla_push_args32:",
+    "mov 16(%ebx), %ecx",
+    "cmp $2, %ecx",
+    "jb .Lgla_one32",
+    "push 12(%ebx)",
+    ".Lgla_one32:",
+    "cmp $1, %ecx",
+    "jb .Lgla_none32",
+    "push 8(%ebx)",
+    ".Lgla_none32:",
+    "jmp *4(%ebx)",
+    ".Lgla_entered32:",
+    "mov (%ebp), %esp",
+    "mov %eax, %esi",
+    "mov %esp, %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
+    "sub $16, %esp",
+    "call {exit}",
+    "mov %edi, %esp",
+    "mov 4(%esp), %eax",
+    "sub $12, %esp",
+    "push %esi",
+    "call *%eax",
+    "ud2",
+    ".size stackrt_green_enter_lookahead, .-stackrt_green_enter_lookahead",
+    enter = sym crate::chunk::stackrt_chunk_thread_enter,
+    exit = sym crate::chunk::stackrt_chunk_thread_exit,
+    options(att_syntax)
+);
+
 // stackrt_lookahead_overflow: called by a checkpoint's stub when the reserve does not fit.
 //
 // In:  ecx = reserve R (bytes below the caller's SP before its pushes), edx = A (bytes the

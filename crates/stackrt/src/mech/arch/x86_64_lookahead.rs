@@ -100,6 +100,74 @@ global_asm!(
     options(att_syntax)
 );
 
+// stackrt_green_enter_lookahead(fp = rdi, a0 = rsi, a1 = rdx, nargs = rcx, done = r8) -> !,
+// System V: a green thread's entry. As stackrt_enter_lookahead, but it never returns: when
+// `fp` returns, the chunks go back and `done(result)` is called on the thread's stack at T
+// (`done` never returns either). So nothing is kept for a return: no callee-saved register
+// is saved, and the entry frames of every green thread are 64 bytes smaller (a green
+// thread's block holds them: `crate::green::stacks::ENTRY_ROOM`). Registers: everything is
+// clobbered; r12-r15 hold fp, a0, a1, nargs until the call (the Rust entry keeps them), rbx
+// and r12 the result and T around the exit.
+//
+//   the thread's stack (block)                first chunk
+//   | the caller's frames      |              +-----------------------+ H = rbp = header
+//   | return address           |              | return address        |
+//   +--------------------------+ (aligned)    | a1 (if nargs = 2)     |
+//   | done                     | T + 8        | a0 (if nargs >= 1)    |
+//   | reclaim budget (u32)     | T + 0        | frame of fp ...       |
+//   +--------------------------+ T = thread stack: header word 0
+//   | the first chunk's header right below T, then its stack; `done` runs from T down once
+//   | the chunks are back
+global_asm!(
+    ".text",
+    ".globl stackrt_green_enter_lookahead",
+    ".type stackrt_green_enter_lookahead, @function",
+    ".p2align 4",
+    "stackrt_green_enter_lookahead:",
+    "mov %rdi, %r12",
+    "mov %rsi, %r13",
+    "mov %rdx, %r14",
+    "mov %rcx, %r15",
+    "and $-16, %rsp",
+    "sub $16, %rsp",
+    "mov %r8, 8(%rsp)",
+    "mov %rsp, %rdi",
+    "mov -8(%r12), %esi",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rax",
+    "test %rax, %rax",
+    "jz .Lgla_enter_here64",
+    "mov %rax, %rsp",
+    ".Lgla_enter_here64:",
+    "call {enter}",
+    "mov %rax, %rbp",
+    "mov %rax, %rsp",
+    "lea .Lgla_entered64(%rip), %rax",
+    "push %rax",
+    "cmp $2, %r15",
+    "jb .Lgla_one64",
+    "push %r14",
+    ".Lgla_one64:",
+    "cmp $1, %r15",
+    "jb .Lgla_none64",
+    "push %r13",
+    ".Lgla_none64:",
+    "jmp *%r12",
+    ".Lgla_entered64:",
+    "mov (%rbp), %rsp",
+    "mov %rax, %rbx",
+    "mov %rsp, %r12",
+    "mov %fs:stackrt_chunk_tls@tpoff, %rsp",
+    "call {exit}",
+    "mov %r12, %rsp",
+    "mov %rbx, %rdi",
+    "call *8(%rsp)",
+    "ud2",
+    ".size stackrt_green_enter_lookahead, .-stackrt_green_enter_lookahead",
+    enter = sym crate::chunk::stackrt_chunk_thread_enter,
+    exit = sym crate::chunk::stackrt_chunk_thread_exit,
+    options(att_syntax)
+);
+
 // stackrt_lookahead_overflow: called by a checkpoint's stub when the reserve does not fit.
 //
 // In:  r11 = reserve R (bytes below the caller's SP before its pushes), r10 = A (bytes the
