@@ -156,7 +156,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
 /// below every first chunk when its thread ends; a call that ran past its block ends the run
 /// with "overran its stack block". (A budget a few words short no longer gets there: blocks
 /// are at least stackrt's `EXIT_ROOM` and learned from what threads used; checked by hand
-/// with 4 to 11 words of the 12.) The
+/// with 4 and 6 words of the 12.) The
 /// expected output is gcc's with the oracle's thread library (50 threads x 20 rounds x 2).
 #[test]
 fn the_thread_library_fits_its_budget_on_a_green_stack() {

@@ -165,7 +165,7 @@ pub const GREEN_CCALL_BUDGET: u32 = 16;
 /// 88 bytes on x86-64 and 40 on i686 below the return address, measured 2026-11-26 (the
 /// return address included: 96 and 44). The budget is every green thread's, in its stack
 /// block, so it has no margin. A budget a few words short is absorbed (checked 2026-11-26
-/// with 4 to 11 words): a block's first chunk is at least stackrt's `EXIT_ROOM`, and blocks
+/// with 4 and 6 words): a block's first chunk is at least stackrt's `EXIT_ROOM`, and blocks
 /// learned from threads that outgrew theirs hold what those threads were seen to use; a call
 /// that ran past its block would stop the program at the block's canary.
 pub const fn libcall_budget(pointer_size: u32) -> u32 {
