@@ -108,19 +108,23 @@ impl Local {
                 return;
             }
             // Full: move the older half out with one swap of `head` (Go's `runqputslow`).
-            let half = RING as u32 / 2;
-            let batch: Vec<usize> = (0..half)
-                .map(|i| ring[h.wrapping_add(i) as usize % RING].load(Relaxed))
-                .collect();
-            if self
-                .head
-                .compare_exchange(h, h.wrapping_add(half), AcqRel, Relaxed)
-                .is_ok()
-            {
+            if let Some(batch) = self.grab(ring, h, RING as u32 / 2) {
                 self.with_overflow(|o| o.extend(batch));
             }
             // Room now (ours, or a thief took some): `w` goes in behind the rest of the ring.
         }
+    }
+
+    /// The `n` slots from `head` = `h` on, if `head` still is `h` once they are read (then it
+    /// moves past them); None if someone took from the ring meanwhile.
+    fn grab(&self, ring: &[AtomicUsize], h: u32, n: u32) -> Option<Vec<usize>> {
+        let batch: Vec<usize> = (0..n)
+            .map(|i| ring[h.wrapping_add(i) as usize % RING].load(Relaxed))
+            .collect();
+        self.head
+            .compare_exchange(h, h.wrapping_add(n), AcqRel, Relaxed)
+            .is_ok()
+            .then_some(batch)
     }
 
     /// The front of the ring, by the worker or a thief.
@@ -155,15 +159,7 @@ impl Local {
                 // Read `head` and `tail` at different moments: try again.
                 continue;
             }
-            let take = n - n / 2;
-            let batch: Vec<usize> = (0..take)
-                .map(|i| ring[h.wrapping_add(i) as usize % RING].load(Relaxed))
-                .collect();
-            if self
-                .head
-                .compare_exchange(h, h.wrapping_add(take), AcqRel, Relaxed)
-                .is_ok()
-            {
+            if let Some(batch) = self.grab(ring, h, n - n / 2) {
                 return batch;
             }
         }
