@@ -32,10 +32,11 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use proptest::prelude::*;
 use stackrt::base::os::page_size;
 use stackrt::chunk::arena::MAX_REGIONS;
+use stackrt::chunk::config::SMALL_CLASS_CACHE_BYTES;
 use stackrt::chunk::stats::StatsSnapshot;
 use stackrt::chunk::{
     ChunkError, ChunkGeometry, ChunkHeader, MapError, Runtime, RuntimeConfig, ThreadChain,
-    CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
+    ALL_CLASSES, CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
 };
 
 /// Length of a window of the release policy, in units of the tests' fake clocks.
@@ -121,6 +122,8 @@ struct Link {
 /// A simulated thread: the runtime's chain and what the model knows about it.
 struct MThread {
     chain: ThreadChain,
+    /// A green-thread worker's chain: links small classes, keeps its caches at exit.
+    worker: bool,
     stack: Box<NativeStack>,
     id: Option<u32>,
     active: bool,
@@ -137,15 +140,20 @@ struct MThread {
 }
 
 impl MThread {
-    fn new() -> Self {
+    fn new(worker: bool) -> Self {
+        let chain = ThreadChain::new();
+        if worker {
+            chain.set_worker();
+        }
         MThread {
-            chain: ThreadChain::new(),
+            chain,
+            worker,
             stack: Box::new(NativeStack::new(UNTOUCHED)),
             id: None,
             active: false,
             links: Vec::new(),
             running: 0,
-            caches: vec![Vec::new(); NUM_CLASSES],
+            caches: vec![Vec::new(); ALL_CLASSES],
             cap: 0,
             refilled: false,
             released: 0,
@@ -164,7 +172,8 @@ struct Model {
     page: usize,
     cs: usize,
     guard: usize,
-    cap0: usize,
+    /// The standard class (the number of small classes).
+    std: usize,
     max_class: usize,
     largest: usize,
     chunks: Vec<ChunkRec>,
@@ -195,20 +204,23 @@ struct Model {
 impl Model {
     fn new(cfg: RuntimeConfig, clock: fn() -> u64) -> Self {
         let cs = cfg.geometry.chunk_size;
-        // Class k exists while its chunk size leaves address space to spare (a quarter of it).
-        let max_class = (0..NUM_CLASSES)
-            .filter(|&k| cs <= (usize::MAX >> 2) >> k)
-            .max()
-            .unwrap();
+        let std = cfg.small_classes;
+        // Class std + j exists while its chunk size leaves address space to spare (a quarter
+        // of it).
+        let max_class = std
+            + (0..NUM_CLASSES)
+                .filter(|&j| cs <= (usize::MAX >> 2) >> j)
+                .max()
+                .unwrap();
         Model {
             cfg,
             clock,
             page: page_size(),
             cs,
             guard: cfg.geometry.guard_size,
-            cap0: capacity(cs),
+            std,
             max_class,
-            largest: capacity(cs << max_class),
+            largest: capacity((cs >> std) << max_class),
             chunks: Vec::new(),
             by_addr: HashMap::new(),
             regions: Vec::new(),
@@ -218,8 +230,8 @@ impl Model {
             mapped_bytes: 0,
             carved_bytes: 0,
             guarded_blocks: 0,
-            hot: vec![Vec::new(); NUM_CLASSES],
-            cold: vec![Vec::new(); NUM_CLASSES],
+            hot: vec![Vec::new(); ALL_CLASSES],
+            cold: vec![Vec::new(); ALL_CLASSES],
             held: 0,
             pooled: 0,
             peak_now: 0,
@@ -232,8 +244,26 @@ impl Model {
         }
     }
 
+    /// Bytes of a chunk of class `k`: the standard size at class `std`, halving below it.
     fn size(&self, k: usize) -> usize {
-        self.cs << k
+        if k >= self.std {
+            self.cs << (k - self.std)
+        } else {
+            self.cs >> (self.std - k)
+        }
+    }
+
+    /// Whether `t` links small classes: a worker's chain, when the runtime has them.
+    fn small(&self, t: &MThread) -> bool {
+        t.worker && self.std > 0
+    }
+
+    fn min_class(&self, t: &MThread) -> usize {
+        if self.small(t) {
+            0
+        } else {
+            self.std
+        }
     }
 
     fn addr(&self, c: usize) -> usize {
@@ -246,8 +276,8 @@ impl Model {
         self.addr(c) + HEADER_SIZE - self.size(self.chunks[c].class)
     }
 
-    fn class_for(&self, reserve: usize) -> Result<usize, ChunkError> {
-        (0..=self.max_class)
+    fn class_for(&self, min: usize, reserve: usize) -> Result<usize, ChunkError> {
+        (min..=self.max_class)
             .find(|&k| capacity(self.size(k)) >= reserve)
             .ok_or(ChunkError::ReserveTooLarge {
                 reserve,
@@ -262,7 +292,7 @@ impl Model {
             return;
         }
         let rec = &self.chunks[c];
-        let header_off = rec.offset + self.guard + (self.cs << rec.class) - HEADER_SIZE;
+        let header_off = rec.offset + self.guard + self.size(rec.class) - HEADER_SIZE;
         let (region, len) = (rec.region, self.regions[rec.region].len);
         match self.regions[region].base {
             Some(b) => assert_eq!(
@@ -319,12 +349,34 @@ impl Model {
         self.chunks.len() - 1
     }
 
+    /// A block of `per` chunks of class `k` at `offset` in `region`, from its low end up.
+    fn new_block(
+        &mut self,
+        k: usize,
+        per: usize,
+        region: usize,
+        offset: usize,
+        out: &mut Vec<usize>,
+    ) {
+        for i in 0..per {
+            let c = self.new_chunk(k, region, offset + i * self.size(k));
+            out.push(c);
+        }
+    }
+
     /// Carves `n` chunks of class `k` (arena.rs and `Runtime::carve`): the limits, then blocks
     /// from the current arena's bump pointer, a new arena when it is used up (its tail first
-    /// carved as standard chunks for the released list of class 0), a mapping of its own for a
-    /// block over half an arena. Returns the chunks in push order.
+    /// carved as standard chunks for the released list of the standard class), a mapping of
+    /// its own for a block over half an arena. A small class is carved as standard blocks,
+    /// each split into its chunks from the low end up. Returns the chunks in push order.
     fn carve(&mut self, k: usize, n: usize) -> Result<Vec<usize>, ChunkError> {
-        let size = self.size(k);
+        let small = k < self.std;
+        let (block_class, per) = if small {
+            (self.std, self.cs / self.size(k))
+        } else {
+            (k, 1)
+        };
+        let size = self.size(block_class);
         let block = self.guard + size;
         let limit = self.cfg.memory_limit;
         let room = limit.saturating_sub(self.carved_bytes);
@@ -336,10 +388,10 @@ impl Model {
             });
         }
         // As many as the limit admits, at least the one needed.
-        let n = n.min(room / block);
-        let per = if self.guard == 0 { 1 } else { 2 };
-        let mappings = self.regions.len() + self.guarded_blocks * per;
-        let more = if self.guard == 0 { 1 } else { n * per + 1 };
+        let n = n.div_ceil(per).min(room / block);
+        let maps = if self.guard == 0 { 1 } else { 2 };
+        let mappings = self.regions.len() + self.guarded_blocks * maps;
+        let more = if self.guard == 0 { 1 } else { n * maps + 1 };
         if mappings + more > self.cfg.max_mappings {
             return Err(ChunkError::MapLimit {
                 mappings,
@@ -356,7 +408,7 @@ impl Model {
             }
             if block > arena_size / 2 {
                 let r = self.map(block, &mut mapped);
-                out.push(self.new_chunk(k, r, 0));
+                self.new_block(k, per, r, 0, &mut out);
                 continue;
             }
             if self.end - self.bump < block {
@@ -364,7 +416,7 @@ impl Model {
                 while self.end - self.bump >= spill_block
                     && self.carved_bytes + spill_block + block <= limit
                 {
-                    let c = self.new_chunk(0, self.arena.unwrap(), self.bump);
+                    let c = self.new_chunk(self.std, self.arena.unwrap(), self.bump);
                     spill.push(c);
                     self.bump += spill_block;
                 }
@@ -373,8 +425,7 @@ impl Model {
                 self.bump = 0;
                 self.end = arena_size;
             }
-            let c = self.new_chunk(k, self.arena.unwrap(), self.bump);
-            out.push(c);
+            self.new_block(k, per, self.arena.unwrap(), self.bump, &mut out);
             self.bump += block;
         }
         if mapped != 0 {
@@ -383,7 +434,7 @@ impl Model {
         }
         if !spill.is_empty() {
             self.st.chunks_carved += spill.len() as u64;
-            self.cold[0].extend(spill);
+            self.cold[self.std].extend(spill);
         }
         self.st.chunks_carved += out.len() as u64;
         Ok(out)
@@ -392,7 +443,7 @@ impl Model {
     /// `Runtime::refill`: resident batches until `want` chunks (whole batches), then released
     /// chunks up to `want`, all in one lock operation; else a carve.
     fn refill(&mut self, t: &mut MThread, k: usize) -> Result<(), ChunkError> {
-        if k == 0 {
+        if k == self.std {
             let released = std::mem::take(&mut t.released);
             let cap = if released > 0 {
                 released.next_power_of_two()
@@ -404,8 +455,8 @@ impl Model {
             t.cap = cap.clamp(self.cfg.cache_min, self.cfg.cache_max);
             t.refilled = true;
         }
-        let want = if k == 0 {
-            (t.cap / 2).clamp(1, self.cfg.max_batch.max(1))
+        let want = if k <= self.std {
+            (self.cache_cap(t, k) / 2).clamp(1, self.cfg.max_batch.max(1))
         } else {
             1
         };
@@ -459,15 +510,27 @@ impl Model {
         Ok(t.caches[k].pop().unwrap())
     }
 
+    /// A cache's capacity: adaptive for the standard class, 2 above it, 32 KiB of chunks (at
+    /// least 2) below it.
+    fn cache_cap(&self, t: &MThread, k: usize) -> usize {
+        if k == self.std {
+            t.cap
+        } else if k > self.std {
+            2
+        } else {
+            (SMALL_CLASS_CACHE_BYTES / self.size(k)).max(2)
+        }
+    }
+
     /// A cache over its capacity keeps its newest half and gives the rest to the pool.
     fn trim_cache(&mut self, t: &mut MThread, k: usize) {
-        let cap = if k == 0 { t.cap } else { 2 };
+        let cap = self.cache_cap(t, k);
         if t.caches[k].len() <= cap {
             return;
         }
         let cut = t.caches[k].len() - cap / 2;
         let rest: Vec<usize> = t.caches[k].drain(..cut).collect();
-        if k == 0 {
+        if k == self.std {
             t.refilled = false;
             t.released += rest.len();
         }
@@ -508,7 +571,8 @@ impl Model {
             .peak_now
             .max(self.peak_before)
             .saturating_add(self.cfg.pool_floor);
-        'classes: for k in (0..NUM_CLASSES).rev() {
+        // Small classes stay resident.
+        'classes: for k in (self.std..ALL_CLASSES).rev() {
             loop {
                 if self.held + self.pooled <= allowed {
                     break 'classes;
@@ -545,19 +609,28 @@ impl Model {
     fn refresh_budget(&self, t: &mut MThread) {
         if self.cfg.reclaim_budget != 0 {
             let k = if t.links.len() < 2 {
-                0
+                self.std
             } else {
                 self.chunks[t.links.last().unwrap().chunk].class
             };
-            t.budget = (self.cfg.reclaim_budget >> k).max(1);
+            t.budget = (self.cfg.reclaim_budget >> k.saturating_sub(self.std)).max(1);
         }
     }
 
     /// Growth (chain.rs): a chunk linked for a checkpoint with `below` bytes of stack in use is
     /// of the largest class whose size is at most half of that and at most `growth_max`;
-    /// class 0 below four standard chunks' worth.
-    fn growth_class(&self, below: usize) -> usize {
-        let mut k = 0;
+    /// the standard class below four standard chunks' worth. A chain of small classes: below
+    /// a standard chunk's worth, the largest class of at most `below` bytes (the smallest one
+    /// at least).
+    fn growth_class(&self, t: &MThread, below: usize) -> usize {
+        if self.small(t) && below < self.cs {
+            let mut k = 0;
+            while k < self.std && self.size(k + 1) <= below {
+                k += 1;
+            }
+            return k;
+        }
+        let mut k = self.std;
         while k < self.max_class
             && self.size(k + 1) <= below / 2
             && self.size(k + 1) <= self.cfg.growth_max
@@ -591,7 +664,7 @@ impl Model {
             self.next_thread += 1;
             t.cap = self.cfg.cache_min;
         }
-        let k = self.class_for(need)?;
+        let k = self.class_for(self.min_class(t), need)?;
         let size = self.size(k);
         if size > self.cfg.stack_limit {
             return Err(ChunkError::StackLimit {
@@ -606,7 +679,7 @@ impl Model {
             chunk: c,
             prev_sp: 0,
             reserve: need,
-            growth: 0,
+            growth: self.min_class(t),
             fresh: true,
         }];
         t.running = 1;
@@ -630,7 +703,7 @@ impl Model {
                 got: cur,
             });
         }
-        let mut classes = [false; NUM_CLASSES];
+        let mut classes = [false; ALL_CLASSES];
         while t.links.len() > t.running {
             classes[self.unlink_top(t)] = true;
         }
@@ -677,15 +750,15 @@ impl Model {
                 .map(|w| self.addr(w[0].chunk) - w[1].prev_sp)
                 .sum::<usize>()
                 + self.addr(t.links[n - 2].chunk).saturating_sub(sp);
-            self.growth_class(below)
+            self.growth_class(t, below)
         } else {
-            0
+            self.min_class(t)
         };
         if n >= 2
             && t.running == n - 1
             && self.addr(t.links[n - 2].chunk) == cur
             && self.chunks[t.links[n - 1].chunk].class == growth_here
-            && reserve <= self.cap0
+            && reserve <= capacity(self.size(growth_here))
             && sp >= self.limit(t.links[n - 2].chunk)
             && sp <= cur
         {
@@ -723,15 +796,11 @@ impl Model {
         }
         // A forced overflow (the reserve fits the running chunk after all) is never grown.
         let growth = if fits(sp, reserve, limit) {
-            0
+            self.min_class(t)
         } else {
-            self.growth_class(self.used_below(t) + (top_addr - sp))
+            self.growth_class(t, self.used_below(t) + (top_addr - sp))
         };
-        let k = if reserve <= self.cap0 {
-            growth
-        } else {
-            self.class_for(reserve)?.max(growth)
-        };
+        let k = self.class_for(growth, reserve)?;
         let size = self.size(k);
         let in_use = self.chain_bytes(t);
         if in_use + size > self.cfg.stack_limit {
@@ -801,15 +870,22 @@ impl Model {
         while let Some(l) = t.links.pop() {
             t.caches[self.chunks[l.chunk].class].push(l.chunk);
         }
-        for k in 0..NUM_CLASSES {
-            let all = std::mem::take(&mut t.caches[k]);
-            self.give(k, all);
+        if t.worker {
+            // A worker keeps its caches for its next thread, trimmed to their capacities.
+            for k in 0..ALL_CLASSES {
+                self.trim_cache(t, k);
+            }
+        } else {
+            for k in 0..ALL_CLASSES {
+                let all = std::mem::take(&mut t.caches[k]);
+                self.give(k, all);
+            }
+            t.cap = self.cfg.cache_min;
+            t.refilled = false;
+            t.released = 0;
         }
         t.active = false;
         t.running = 0;
-        t.cap = self.cfg.cache_min;
-        t.refilled = false;
-        t.released = 0;
         if self.cfg.count_stats {
             self.st.chunks_in_use -= n;
             self.st.bytes_in_use -= bytes;
@@ -830,10 +906,16 @@ impl Model {
         }
     }
 
-    /// The canary words of chunk `c`: the first word of every stack page below its header's.
+    /// The canary words of chunk `c`: the first word of every stack page below its header's;
+    /// for a small chunk (never given back), its lowest word.
     fn canary_words(&self, c: usize) -> impl Iterator<Item = usize> {
         let header_page = self.addr(c) & !(self.page - 1);
-        (self.limit(c)..header_page).step_by(self.page)
+        let end = if self.chunks[c].class < self.std {
+            self.limit(c) + 1
+        } else {
+            header_page
+        };
+        (self.limit(c)..end).step_by(self.page)
     }
 
     fn check_canary(&self, c: usize, what: &str) {
@@ -895,7 +977,7 @@ fn check(rt: &Runtime, m: &mut Model, threads: &mut [MThread]) {
         let top = t.links.last().map_or(0, |l| m.addr(l.chunk));
         assert_eq!(t.chain.top() as usize, top, "thread {i} top");
         assert_eq!(t.chain.cache_capacity(), t.cap, "thread {i} cache capacity");
-        assert_eq!(t.chain.cache_len(), t.caches[0].len());
+        assert_eq!(t.chain.cache_len(rt), t.caches[m.std].len());
         assert_eq!(
             t.chain.cache_len_all(),
             t.caches.iter().map(Vec::len).sum::<usize>()
@@ -941,7 +1023,7 @@ fn check(rt: &Runtime, m: &mut Model, threads: &mut [MThread]) {
         }
     }
     let mut pooled = 0;
-    for k in 0..NUM_CLASSES {
+    for k in 0..ALL_CLASSES {
         let (hot, cold) = rt.pool_headers(k);
         let want_hot: Vec<usize> = m.hot[k]
             .iter()
@@ -1038,9 +1120,11 @@ fn check(rt: &Runtime, m: &mut Model, threads: &mut [MThread]) {
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// A new thread enters chunked code.
+    /// A new thread enters chunked code; a worker's chain (small classes, caches kept at exit)
+    /// or not.
     Start {
         need: usize,
+        worker: bool,
     },
     /// Enter on an existing chain: again after its exit, or twice (an error).
     Reenter {
@@ -1082,7 +1166,7 @@ fn op_strategy(cap0: usize) -> impl Strategy<Value = Op> {
         1 => Just(usize::MAX / 2),
     ];
     prop_oneof![
-        2 => need.clone().prop_map(|need| Op::Start { need }),
+        2 => (need.clone(), any::<bool>()).prop_map(|(need, worker)| Op::Start { need, worker }),
         1 => (any::<usize>(), need).prop_map(|(t, need)| Op::Reenter { t, need }),
         1 => any::<usize>().prop_map(Op::Exit),
         10 => (any::<usize>(), any::<u16>(), reserve)
@@ -1129,8 +1213,8 @@ fn running(m: &Model, t: &MThread) -> usize {
 fn step(rt: &Runtime, m: &mut Model, threads: &mut Vec<MThread>, op: &Op, clock: &AtomicU64) {
     let n = threads.len();
     match *op {
-        Op::Start { need } => {
-            let mut t = MThread::new();
+        Op::Start { need, worker } => {
+            let mut t = MThread::new(worker);
             let got = t.chain.enter(rt, t.ts(), need);
             let want = m.enter(&mut t, need);
             settle(m, "enter", got, want);
@@ -1278,6 +1362,8 @@ struct Params {
     max_mappings: usize,
     /// `growth_max` in standard chunks (0 and 1: no growth).
     growth_chunks: usize,
+    /// Small classes (without guard pages only).
+    small: bool,
 }
 
 fn params() -> impl Strategy<Value = Params> {
@@ -1293,7 +1379,10 @@ fn params() -> impl Strategy<Value = Params> {
         3usize..=30,
         prop::bool::weighted(0.85),
         prop_oneof![3 => Just(usize::MAX / 2), 1 => 4usize..40],
-        prop_oneof![Just(0usize), Just(2), Just(4), Just(8)],
+        (
+            prop_oneof![Just(0usize), Just(2), Just(4), Just(8)],
+            any::<bool>(),
+        ),
     )
         .prop_map(|t| Params {
             guard: t.0,
@@ -1307,7 +1396,8 @@ fn params() -> impl Strategy<Value = Params> {
             limit_chunks: t.8,
             count_stats: t.9,
             max_mappings: t.10,
-            growth_chunks: t.11,
+            growth_chunks: t.11 .0,
+            small: t.11 .1,
         })
 }
 
@@ -1327,6 +1417,9 @@ fn model_config(p: &Params) -> RuntimeConfig {
     cfg.reclaim_budget = p.budget;
     cfg.count_stats = p.count_stats;
     cfg.growth_max = p.growth_chunks * cs;
+    if p.small && !p.guard {
+        cfg.small_classes = RuntimeConfig::small_classes_for(cs);
+    }
     cfg
 }
 
@@ -1352,8 +1445,17 @@ fn run(p: Params, ops: Vec<Op>) {
         assert_eq!(t.chain.exit(&rt), Err(ChunkError::NotEntered));
         assert!(t.chain.top().is_null());
     }
-    assert_eq!(rt.held_bytes(), 0);
-    assert_eq!(rt.pool_len(), m.chunks.len());
+    // Workers keep their caches (trimmed); everything else is in the pool.
+    let cached: Vec<usize> = threads
+        .iter()
+        .flat_map(|t| t.caches.iter().flatten().copied())
+        .collect();
+    assert!(threads
+        .iter()
+        .all(|t| t.worker || t.chain.cache_len_all() == 0));
+    let cached_bytes: usize = cached.iter().map(|&c| m.size(m.chunks[c].class)).sum();
+    assert_eq!(rt.held_bytes(), cached_bytes);
+    assert_eq!(rt.pool_len() + cached.len(), m.chunks.len());
     let st = rt.stats().snapshot();
     assert_eq!((st.chunks_in_use, st.bytes_in_use), (0, 0));
     if p.count_stats {
@@ -1401,6 +1503,92 @@ fn dive(rt: &Runtime, chain: &ThreadChain, ts: usize, depth: usize) -> Vec<*mut 
         );
     }
     hs
+}
+
+/// A green-thread worker's chain grows geometrically from 512 bytes (chain.rs, "Small
+/// classes"); an OS thread's chain in the same runtime starts at a standard chunk. Each
+/// overflow here is 64 bytes above the running chunk's limit with a reserve of 64 (so it does
+/// not fit), so a chunk of S bytes holds S - 64 (header) - 64 bytes of stack below the next
+/// one. Hand-derived with the rule "the largest class no larger than the stack in use, at
+/// least 512, up to 32 KiB": in use 384 -> 512; 768 -> 512; 1152 -> 1 KiB; 2048 -> 2 KiB;
+/// 3968 -> 2 KiB; 5888 -> 4 KiB; 9856 -> 8 KiB; 17920 -> 16 KiB; 34176 -> 32 KiB (the standard
+/// chunk; growth beyond it starts at four standard chunks in use).
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn worker_chains_grow_geometrically_from_small_classes() {
+    static CLOCK: AtomicU64 = AtomicU64::new(0);
+    fn clock() -> u64 {
+        CLOCK.load(Relaxed)
+    }
+    let mut cfg = config(32 * 1024 / page_size(), clock);
+    cfg.small_classes = RuntimeConfig::small_classes_for(cfg.geometry.chunk_size);
+    cfg.growth_max = 16 << 20;
+    assert_eq!(cfg.small_classes, 6);
+    let rt = Runtime::new(cfg);
+    let stack = Box::new(NativeStack::new(UNTOUCHED));
+    let sizes = |chain: &ThreadChain| -> Vec<usize> {
+        let mut v: Vec<usize> = chain
+            .chain_headers()
+            .iter()
+            // SAFETY: the chain's headers are mapped while linked.
+            .map(|&h| unsafe { (*(h as *const ChunkHeader)).map_len })
+            .collect();
+        v.reverse();
+        v
+    };
+    let worker = ThreadChain::new();
+    worker.set_worker();
+    let mut cur = worker.enter(&rt, stack.addr(), 100).unwrap().as_ptr();
+    for _ in 0..9 {
+        // SAFETY: cur is the chain's newest chunk, mapped.
+        let limit = unsafe { (*cur).limit };
+        cur = worker.overflow(&rt, cur, limit + 64, 64).unwrap().as_ptr();
+    }
+    let k = 1024;
+    assert_eq!(
+        sizes(&worker),
+        [512, 512, 512, k, 2 * k, 2 * k, 4 * k, 8 * k, 16 * k, 32 * k]
+    );
+    // The hot split at a small chunk's boundary: the chunk compiled code unlinked is linked
+    // again, nothing is carved.
+    let mut hs = worker.chain_headers();
+    hs.reverse();
+    hs.truncate(5);
+    while worker.depth() > 5 {
+        let top = worker.top();
+        // SAFETY: the newest chunk of the chain, mapped; emitted code marks it so.
+        unsafe { (*top).thread_stack = UNLINKED };
+        // SAFETY: as above.
+        let prev = unsafe { (*top).prev_header };
+        worker.reclaim(&rt, prev).unwrap();
+    }
+    let below = *hs.last().unwrap() as *mut ChunkHeader;
+    // SAFETY: a chunk of the chain, mapped.
+    let limit = unsafe { (*below).limit };
+    let carved = rt.stats().snapshot().chunks_carved;
+    let first = worker
+        .overflow(&rt, below, limit + 64, 64)
+        .unwrap()
+        .as_ptr();
+    for _ in 0..1000 {
+        // SAFETY: the newest chunk, mapped; marked as emitted code does.
+        unsafe { (*first).thread_stack = UNLINKED };
+        let h = worker
+            .overflow(&rt, below, limit + 64, 64)
+            .unwrap()
+            .as_ptr();
+        assert_eq!(h, first);
+    }
+    assert_eq!(rt.stats().snapshot().chunks_carved, carved);
+    worker.exit(&rt).unwrap();
+    // Not a worker: standard chunks only, whatever the need.
+    let os = ThreadChain::new();
+    let first = os.enter(&rt, stack.addr(), 100).unwrap().as_ptr();
+    // SAFETY: the chain's first chunk, mapped.
+    let limit = unsafe { (*first).limit };
+    os.overflow(&rt, first, limit + 64, 64).unwrap();
+    assert_eq!(sizes(&os), [32 * k, 32 * k]);
+    os.exit(&rt).unwrap();
 }
 
 /// Runs 10 000 overflows at one boundary of a fresh thread, each followed by `unlink` (given
@@ -1839,16 +2027,16 @@ fn failed_carve_loses_no_chunk() {
     assert_eq!(regions, MAX_REGIONS);
     // Every carved chunk is in the chain (the class-1 first chunk and standard ones), the
     // cache or the pool.
-    assert_eq!(chain.cache_len_all(), chain.cache_len());
+    assert_eq!(chain.cache_len_all(), chain.cache_len(&rt));
     let pool_bytes: usize = (0..NUM_CLASSES)
         .map(|k| {
             let (hot, cold) = rt.pool_class_len(k);
             (hot + cold) * (page << k)
         })
         .sum();
-    let bytes = 2 * page + (chain.depth() - 1) * page + chain.cache_len() * page + pool_bytes;
+    let bytes = 2 * page + (chain.depth() - 1) * page + chain.cache_len(&rt) * page + pool_bytes;
     assert_eq!(bytes, carved, "carved bytes in no list");
-    let chunks = chain.depth() + chain.cache_len() + rt.pool_len();
+    let chunks = chain.depth() + chain.cache_len(&rt) + rt.pool_len();
     assert_eq!(rt.stats().snapshot().chunks_carved as usize, chunks);
     assert_eq!(chunks, MAX_REGIONS);
     // The chunk carved before the failure serves the next overflow.

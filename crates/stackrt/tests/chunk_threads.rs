@@ -21,7 +21,7 @@ use stackrt::chunk::{
     chunk_capacity, runtime, stackrt_chunk_current, stackrt_chunk_overflow, stackrt_chunk_reclaim,
     stackrt_chunk_size, stackrt_chunk_thread_enter, stackrt_chunk_thread_exit,
     stackrt_chunk_underflow, ChunkGeometry, ChunkHeader, Runtime, RuntimeConfig, ThreadChain,
-    CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
+    ALL_CLASSES, CHECK_SLACK, HEADER_SIZE, NUM_CLASSES, UNLINKED,
 };
 
 /// This program's chunk size, as a compiled C-- program would define it.
@@ -296,10 +296,12 @@ fn walk(seed: u64, steps: usize, owner: u64, seen: &Mutex<HashSet<usize>>) -> Wa
 
 /// Resident and released chunks of each class in a runtime's pool, as bytes.
 fn pool_bytes(rt: &Runtime) -> (usize, usize) {
-    let cs = rt.config().geometry.chunk_size;
-    (0..NUM_CLASSES).fold((0, 0), |(hot, cold), k| {
+    // Class k: the standard size halved `small_classes - k` times or doubled `k - small_classes`
+    // times.
+    let unit = rt.config().geometry.chunk_size >> rt.config().small_classes;
+    (0..ALL_CLASSES).fold((0, 0), |(hot, cold), k| {
         let (h, c) = rt.pool_class_len(k);
-        (hot + h * (cs << k), cold + c * (cs << k))
+        (hot + h * (unit << k), cold + c * (unit << k))
     })
 }
 

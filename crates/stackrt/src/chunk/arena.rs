@@ -256,6 +256,25 @@ unsafe fn init_block(base: usize, guard: usize, size: usize) -> Result<*mut Chun
     Ok(header)
 }
 
+/// Splits the free unguarded chunk `h` into `h`'s size / `size` chunks of `size` bytes each
+/// (a power of two, at least `HEADER_SIZE`), pushed on `out` from its low end up: the small
+/// size classes are carved a standard block at a time, so that arenas stay carved in whole
+/// pages and standard chunks' pages can still be given back.
+///
+/// # Safety
+/// `h` is a free chunk without guard owned by the caller, used by nothing; it is gone after.
+pub unsafe fn split_block(h: *mut ChunkHeader, size: usize, out: &mut FreeList) {
+    // SAFETY: h is a mapped chunk header (caller's contract).
+    let (base, limit, len) = unsafe { ((*h).map_base, (*h).limit, (*h).map_len) };
+    debug_assert!(limit == base && size >= HEADER_SIZE && len.is_multiple_of(size));
+    for i in 0..len / size {
+        // SAFETY: the pieces tile the caller's block, which nothing else uses; a piece's
+        // header is 16-byte aligned (the block's base is, and `size` is a multiple of 16).
+        // Without a guard, `init_block` cannot fail.
+        unsafe { out.push(init_block(base + i * size, 0, size).unwrap_unchecked()) };
+    }
+}
+
 /// Gives the pages of a free chunk back to the system (`MADV_DONTNEED`), all but the page
 /// holding its header (whose words keep describing the chunk and linking it in a free list).
 /// The mapping stays; touching the pages again gives zeroed memory. Returns the bytes given

@@ -6,9 +6,26 @@
 //! module docs describe the whole design.
 //!
 //! # Size classes
-//! A chunk of class `k` is `chunk_size << k` bytes (header included, guard excluded). A
-//! checkpoint whose reserve does not fit a standard chunk (class 0) gets the smallest class
-//! that holds it, so frames of any size run; every class has its own caches and pool lists.
+//! A chunk of the standard class is `chunk_size` bytes (header included, guard excluded), of
+//! the `j`-th class above it `chunk_size << j`. A checkpoint whose reserve does not fit a
+//! standard chunk gets the smallest class that holds it, so frames of any size run; every
+//! class has its own caches and pool lists.
+//!
+//! # Small classes
+//! A green thread starts on a block sized to what its entry needs (tens to hundreds of
+//! bytes), and a thread that touches K bytes of stack should hold about K bytes, not a
+//! standard chunk, as Go's goroutine stacks start at 2 KiB and double. So, without guard
+//! pages (`lookahead`), the runtime has [`RuntimeConfig::small_classes`] classes below the
+//! standard one, halving down to 512 bytes (index 0 is then the smallest class; the standard
+//! class is `small_classes`), and a green-thread worker's chains link them: a checkpoint with
+//! `B` bytes of stack in use below it gets the largest class of at most `B` bytes (at least
+//! the smallest one that holds its reserve), so each chunk about doubles what the thread
+//! holds: 512, 1 KiB, 2 KiB, ... up to the standard chunk, then growth as below. Like growth,
+//! the class is a function of the depth, so the hot split works at every depth. Other chains
+//! never link a small class (an OS thread's stack is one chunk or more anyway; a guarded
+//! chunk costs a page of guard and the kernel mapping it splits, so the MMU mechanisms keep
+//! the thesis's fixed chunks). Small chunks do not fill a page each, so the release policy
+//! never gives their pages back: they stay in the pool, resident, and count as such.
 //!
 //! # Growth
 //! A chain that gets deep gets larger chunks (when [`RuntimeConfig::growth_max`] is above the
@@ -94,7 +111,7 @@ use core::ptr::{self, NonNull};
 
 #[cfg(doc)]
 use super::config::{RuntimeConfig, DEFAULT_RECLAIM_BYTES};
-use super::config::{FOREIGN_HANDLER_ROOM, NUM_CLASSES};
+use super::config::{ALL_CLASSES, FOREIGN_HANDLER_ROOM};
 use super::error::ChunkError;
 use super::header::{chunk_capacity, ChunkHeader, CHECK_SLACK, HEADER_SIZE, UNLINKED};
 use super::pool::FreeList;
@@ -113,7 +130,7 @@ pub struct ThreadChain {
     pub(super) chain_bytes: Cell<usize>,
     /// Stack bytes used in the chunks below `top` (for the peak-stack statistic).
     pub(super) used_below: Cell<usize>,
-    pub(super) caches: [Cell<FreeList>; NUM_CLASSES],
+    pub(super) caches: [Cell<FreeList>; ALL_CLASSES],
     /// Capacity of the class-0 cache (adaptive), whether the last pool operation of the cache
     /// was a refill, and the chunks given to the pool since the last refill.
     pub(super) cap: Cell<usize>,
@@ -145,7 +162,7 @@ impl ThreadChain {
             depth: Cell::new(0),
             chain_bytes: Cell::new(0),
             used_below: Cell::new(0),
-            caches: [const { Cell::new(FreeList::new()) }; NUM_CLASSES],
+            caches: [const { Cell::new(FreeList::new()) }; ALL_CLASSES],
             cap: Cell::new(0),
             refilled: Cell::new(false),
             released: Cell::new(0),
@@ -221,13 +238,68 @@ impl ThreadChain {
         Ok(())
     }
 
-    pub(super) fn class_for(&self, rt: &Runtime, reserve: usize) -> Result<usize, ChunkError> {
+    /// The smallest class from `min` up that holds `reserve`.
+    pub(super) fn class_from(
+        &self,
+        rt: &Runtime,
+        min: usize,
+        reserve: usize,
+    ) -> Result<usize, ChunkError> {
         rt.config
-            .class_for(reserve)
+            .class_from(min, reserve)
             .ok_or(ChunkError::ReserveTooLarge {
                 reserve,
                 largest: chunk_capacity(rt.config.class_size(rt.config.max_class())),
             })
+    }
+
+    /// Whether this chain links small classes (module docs, "Small classes").
+    #[inline]
+    fn small(&self, rt: &Runtime) -> bool {
+        self.worker.get() && rt.config.small_classes != 0
+    }
+
+    /// The smallest class this chain links.
+    #[inline]
+    pub(super) fn min_class(&self, rt: &Runtime) -> usize {
+        if self.small(rt) {
+            0
+        } else {
+            rt.config.std_class()
+        }
+    }
+
+    /// The class growth gives a chunk linked with `below` bytes of stack in use below it.
+    #[inline]
+    fn grown(&self, rt: &Runtime, below: usize) -> usize {
+        if self.small(rt) {
+            rt.config.small_growth_class(below)
+        } else {
+            rt.config.growth_class(below)
+        }
+    }
+
+    /// The class of the chunk an overflow links: growth's class for the stack `below` (the
+    /// smallest class for a `forced` overflow), or the smallest larger one that holds
+    /// `reserve`.
+    #[inline]
+    fn link_class(
+        &self,
+        rt: &Runtime,
+        below: usize,
+        forced: bool,
+        reserve: usize,
+    ) -> Result<usize, ChunkError> {
+        let base = if forced {
+            self.min_class(rt)
+        } else {
+            self.grown(rt, below)
+        };
+        if reserve <= rt.config.class_capacity(base) {
+            Ok(base)
+        } else {
+            self.class_from(rt, base, reserve)
+        }
     }
 
     /// Stores the reclaim budget for a chain whose newest chunk is of class `k`.
@@ -240,11 +312,12 @@ impl ThreadChain {
         }
     }
 
-    /// The class of the chain's newest chunk for its reclaim budget: 0 for the first chunk
-    /// (nothing below it is ever unlinked; it may be offered memory of any length).
+    /// The class of the chain's newest chunk for its reclaim budget: the standard class for
+    /// the first chunk (nothing below it is ever unlinked; it may be offered memory of any
+    /// length).
     pub(super) fn top_budget_class(&self, rt: &Runtime) -> usize {
         if self.depth.get() < 2 {
-            0
+            rt.config.std_class()
         } else {
             rt.class_of(self.top.get())
         }
@@ -287,7 +360,7 @@ impl ThreadChain {
             // SAFETY: h was just checked non-null (it lies above `offer` > 0).
             (unsafe { NonNull::new_unchecked(h) }, size)
         } else {
-            let k = self.class_for(rt, need)?;
+            let k = self.class_from(rt, self.min_class(rt), need)?;
             let size = rt.config.class_size(k);
             self.check_limit(rt, size)?;
             (self.acquire(rt, k)?, size)
@@ -335,21 +408,13 @@ impl ThreadChain {
         }
         let used_here = top as usize - caller_sp;
         let below = self.used_below.get() + used_here;
-        let growth = if fits(caller_sp, reserve, limit) {
-            0
-        } else {
-            if self.depth.get() == 1 && self.foreign_first.get() {
-                // The offered block was too small for this checkpoint: say how much it
-                // needed, so that the next blocks of the thread's kind can hold it.
-                super::first_block::first_overflow(below.saturating_add(reserve));
-            }
-            rt.config.growth_class(below)
-        };
-        let k = if reserve <= rt.config.geometry.capacity() {
-            growth
-        } else {
-            self.class_for(rt, reserve)?.max(growth)
-        };
+        let forced = fits(caller_sp, reserve, limit);
+        if !forced && self.depth.get() == 1 && self.foreign_first.get() {
+            // The offered block was too small for this checkpoint: say how much it needed, so
+            // that the next blocks of the thread's kind can hold it.
+            super::first_block::first_overflow(below.saturating_add(reserve));
+        }
+        let k = self.link_class(rt, below, forced, reserve)?;
         let size = rt.config.class_size(k);
         self.check_limit(rt, size)?;
         let h = self.acquire(rt, k)?;
@@ -384,7 +449,7 @@ impl ThreadChain {
         reserve: usize,
     ) -> Option<NonNull<ChunkHeader>> {
         let top = self.top.get();
-        if top == cur || cur.is_null() || reserve > rt.config.geometry.capacity() {
+        if top == cur || cur.is_null() {
             return None;
         }
         // SAFETY: top is the chain's newest chunk, mapped while linked.
@@ -408,15 +473,17 @@ impl ThreadChain {
         let size = rt.config.class_size(k);
         let below =
             self.used_below.get() - (cur as usize - old_prev_sp) + (cur as usize - caller_sp);
-        // The class an overflow here would want: growth's, from the stack below (none for a
-        // forced overflow).
-        let grown = rt.config.growth_class(below);
-        let want = if grown != 0 && fits(caller_sp, reserve, limit) {
-            0
+        // The class an overflow here would want (growth's, from the stack below; the
+        // smallest for a forced overflow); a reserve too large for it takes the general path.
+        let want = if fits(caller_sp, reserve, limit) {
+            self.min_class(rt)
         } else {
-            grown
+            self.grown(rt, below)
         };
-        if len != size + rt.config.geometry.guard_size || k != want {
+        if len != size + rt.config.geometry.guard_size
+            || k != want
+            || reserve > rt.config.class_capacity(k)
+        {
             return None;
         }
         // SAFETY: top is unlinked by the code and owned by this chain; relinking it.
@@ -585,11 +652,11 @@ impl ThreadChain {
             h = prev;
         }
         if self.worker.get() {
-            for k in 0..NUM_CLASSES {
+            for k in 0..ALL_CLASSES {
                 self.trim_cache(rt, k);
             }
         } else {
-            for k in 0..NUM_CLASSES {
+            for k in 0..ALL_CLASSES {
                 let all = self.caches[k].take();
                 rt.give(k, all);
             }

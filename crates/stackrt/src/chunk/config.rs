@@ -6,8 +6,25 @@ use super::arena::DEFAULT_ARENA_SIZE;
 use super::header::{chunk_capacity, ChunkGeometry};
 use crate::base::os::monotonic_ms;
 
-/// Size classes: class `k` holds chunks of `chunk_size << k` bytes.
+/// Size classes from the standard chunk up: the standard class holds chunks of `chunk_size`
+/// bytes, the `j`-th above it `chunk_size << j` bytes.
 pub const NUM_CLASSES: usize = 20;
+
+/// Most size classes below the standard chunk ([`RuntimeConfig::small_classes`]).
+pub const MAX_SMALL_CLASSES: usize = 6;
+
+/// Smallest chunk of a small class: 512 bytes, of which a checkpoint gets 432 (x86-64) or
+/// 464 (i686) below the header. Go's smallest goroutine stack is 2 KiB.
+pub const MIN_SMALL_CHUNK: usize = 512;
+
+/// Size classes in all: the small ones, the standard one and those above it. Class indices
+/// count from the smallest small class: the standard class is
+/// [`RuntimeConfig::small_classes`] (0 when there are none).
+pub const ALL_CLASSES: usize = MAX_SMALL_CLASSES + NUM_CLASSES;
+
+/// Capacity in bytes of a green-thread worker's cache of one small class (at least 2 chunks):
+/// the chunks that one overflow burst of its threads links.
+pub const SMALL_CLASS_CACHE_BYTES: usize = 32 << 10;
 
 /// Smallest class-0 cache capacity (chunks). One is enough for the hot split; a few absorb
 /// short recursive bursts without touching the pool.
@@ -90,6 +107,10 @@ pub struct RuntimeConfig {
     /// it is below two standard chunks (0 included): every chunk is then a standard one unless
     /// a reserve needs more.
     pub growth_max: usize,
+    /// Size classes below the standard chunk, each half the one above it, down to
+    /// [`MIN_SMALL_CHUNK`] at the least (chain module docs, "Small classes"); 0: none. Only a
+    /// green-thread worker's chains link them, and only without guard pages (`lookahead`).
+    pub small_classes: usize,
     /// Whether unlinked chunks are kept for reuse (thread caches, resident pool). `false` is
     /// the thesis's `mmu` without reuse: every unlinked chunk's pages go back to the system
     /// at once (`madvise`), and every new chunk is taken from the released ones (or carved).
@@ -119,6 +140,7 @@ impl RuntimeConfig {
             growth_max: 0,
             max_mappings,
             count_stats: true,
+            small_classes: 0,
             reuse: true,
         }
     }
@@ -135,50 +157,95 @@ impl RuntimeConfig {
         (bytes / chunk_size).clamp(8, 1 << 30) as u32
     }
 
+    /// The number of small classes that fit above [`MIN_SMALL_CHUNK`] below a standard chunk
+    /// of `chunk_size` bytes (at most [`MAX_SMALL_CLASSES`]).
+    pub fn small_classes_for(chunk_size: usize) -> usize {
+        (0..MAX_SMALL_CLASSES)
+            .take_while(|&j| chunk_size >> (j + 1) >= MIN_SMALL_CHUNK)
+            .count()
+    }
+
+    /// The standard class (`chunk_size` bytes): the number of small classes.
+    #[inline]
+    pub fn std_class(&self) -> usize {
+        self.small_classes
+    }
+
     /// Bytes of a chunk of class `k`.
+    #[inline]
     pub fn class_size(&self, k: usize) -> usize {
-        self.geometry.chunk_size << k
+        (self.geometry.chunk_size >> self.small_classes) << k
+    }
+
+    /// Bytes a fresh chunk of class `k` offers a checkpoint's reserve.
+    #[inline]
+    pub fn class_capacity(&self, k: usize) -> usize {
+        chunk_capacity(self.class_size(k))
     }
 
     /// The class of a new chunk linked for a checkpoint with `below` bytes of stack in use
     /// below it (module docs, "Growth"): about half of that, a power-of-two multiple of the
-    /// standard size, at most [`RuntimeConfig::growth_max`]. Class 0 while the stack is
-    /// shallow or growth is off.
+    /// standard size, at most [`RuntimeConfig::growth_max`]. The standard class while the
+    /// stack is shallow or growth is off.
     #[inline]
     pub fn growth_class(&self, below: usize) -> usize {
         let cs = self.geometry.chunk_size;
         let target = (below / 2).min(self.growth_max);
         if target < 2 * cs {
             // The hot split's usual case: two compares, no call.
-            return 0;
+            return self.small_classes;
         }
         self.grown_class(target)
     }
 
     #[inline(never)]
     fn grown_class(&self, target: usize) -> usize {
-        ((target / self.geometry.chunk_size).ilog2() as usize).min(self.max_class())
+        (self.small_classes + (target / self.geometry.chunk_size).ilog2() as usize)
+            .min(self.max_class())
+    }
+
+    /// Like [`RuntimeConfig::growth_class`] for a chain that links small classes (chain module
+    /// docs, "Small classes"): below a standard chunk's worth of stack, the largest class no
+    /// larger than the stack in use (at least the smallest), so that each chunk about doubles
+    /// what the chain holds.
+    #[inline]
+    pub fn small_growth_class(&self, below: usize) -> usize {
+        let unit = self.geometry.chunk_size >> self.small_classes;
+        if below >= self.geometry.chunk_size {
+            return self.growth_class(below);
+        }
+        if below < 2 * unit {
+            return 0;
+        }
+        ((below / unit).ilog2() as usize).min(self.small_classes)
     }
 
     /// The reclaim budget while the chain's newest chunk is of class `k`: as many unlinks as
     /// give back about [`RuntimeConfig::reclaim_budget`] standard chunks' bytes (the chunks
     /// below a grown chunk are no larger than it), at least one.
     pub fn reclaim_budget_at(&self, k: usize) -> u32 {
-        (self.reclaim_budget >> k.min(31)).max(1)
+        (self.reclaim_budget >> k.saturating_sub(self.small_classes).min(31)).max(1)
     }
 
-    /// The smallest class whose chunks hold `reserve` bytes below a fresh chunk's SP.
+    /// The smallest class whose chunks hold `reserve` bytes below a fresh chunk's SP, of the
+    /// standard class or above.
     pub fn class_for(&self, reserve: usize) -> Option<usize> {
-        (0..=self.max_class()).find(|&k| chunk_capacity(self.class_size(k)) >= reserve)
+        self.class_from(self.small_classes, reserve)
+    }
+
+    /// The smallest class from `min` up whose chunks hold `reserve` bytes.
+    pub fn class_from(&self, min: usize, reserve: usize) -> Option<usize> {
+        (min..=self.max_class()).find(|&k| self.class_capacity(k) >= reserve)
     }
 
     /// The largest class whose chunk size is representable (and leaves address space to spare).
     pub fn max_class(&self) -> usize {
         let cs = self.geometry.chunk_size;
-        (0..NUM_CLASSES)
-            .take_while(|&k| cs <= (usize::MAX >> 2) >> k)
-            .last()
-            .unwrap_or(0)
+        self.small_classes
+            + (0..NUM_CLASSES)
+                .take_while(|&k| cs <= (usize::MAX >> 2) >> k)
+                .last()
+                .unwrap_or(0)
     }
 }
 

@@ -204,6 +204,8 @@ fn build_runtime(guard: bool) -> Runtime {
     );
     if !guard && GROWTH.load(core::sync::atomic::Ordering::Relaxed) {
         config.growth_max = byte_setting("STACKRT_CHUNK_GROWTH", DEFAULT_GROWTH_MAX_BYTES);
+        // Green threads' chains start small and double (chain module docs, "Small classes").
+        config.small_classes = RuntimeConfig::small_classes_for(chunk_size);
     }
     config.reuse = REUSE.load(core::sync::atomic::Ordering::Relaxed);
     Runtime::new(config)

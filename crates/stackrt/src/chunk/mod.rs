@@ -76,7 +76,7 @@ pub mod supply;
 pub use crate::base::diag::FATAL_EXIT_STATUS;
 pub use arena::MapError;
 pub use chain::ThreadChain;
-pub use config::{RuntimeConfig, NUM_CLASSES};
+pub use config::{RuntimeConfig, ALL_CLASSES, MAX_SMALL_CLASSES, MIN_SMALL_CHUNK, NUM_CLASSES};
 pub use error::ChunkError;
 pub use global::{
     default_limits, parse_bytes, runtime, stackrt_chunk_current, stackrt_chunk_overflow,

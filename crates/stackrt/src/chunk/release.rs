@@ -5,7 +5,7 @@
 use core::sync::atomic::{Ordering::Relaxed, Ordering::SeqCst};
 
 use super::arena::release_pages;
-use super::config::NUM_CLASSES;
+use super::config::ALL_CLASSES;
 use super::header::ChunkHeader;
 use super::pool::FreeList;
 use super::runtime::Runtime;
@@ -31,8 +31,9 @@ impl Runtime {
             .load(Relaxed)
             .max(self.peak_before.load(Relaxed));
         let allowed = peak.saturating_add(self.config.pool_floor);
-        // Largest classes first: they give the most back per system call.
-        for k in (0..NUM_CLASSES).rev() {
+        // Largest classes first: they give the most back per system call. Small chunks share
+        // pages with their neighbours and stay resident (chain module docs, "Small classes").
+        for k in (self.config.std_class()..ALL_CLASSES).rev() {
             loop {
                 let resident = self.held.load(Relaxed) + self.pooled_hot.load(Relaxed);
                 if resident <= allowed {

@@ -7,7 +7,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use super::arena::Arenas;
-use super::config::{RuntimeConfig, NUM_CLASSES};
+use super::config::{RuntimeConfig, ALL_CLASSES};
 use super::header::ChunkHeader;
 use super::pool::{BatchStack, FreeList};
 use super::stats::Stats;
@@ -34,7 +34,7 @@ impl ClassPool {
 /// shared by all threads.
 pub struct Runtime {
     pub(super) config: RuntimeConfig,
-    pub(super) pools: [SpinLock<ClassPool>; NUM_CLASSES],
+    pub(super) pools: [SpinLock<ClassPool>; ALL_CLASSES],
     pub(super) arenas: SpinLock<Arenas>,
     pub(super) stats: Stats,
     /// Bytes of chunks outside the pool (in chains and caches).
@@ -68,7 +68,7 @@ impl Runtime {
     pub fn new(config: RuntimeConfig) -> Self {
         Runtime {
             config,
-            pools: [const { SpinLock::new(ClassPool::new()) }; NUM_CLASSES],
+            pools: [const { SpinLock::new(ClassPool::new()) }; ALL_CLASSES],
             arenas: SpinLock::new(Arenas::new()),
             stats: Stats::new(),
             held: AtomicUsize::new(0),
@@ -139,8 +139,8 @@ impl Runtime {
     pub(super) fn class_of(&self, h: *mut ChunkHeader) -> usize {
         // SAFETY: h is a mapped chunk header of this runtime; map_len is constant.
         let len = unsafe { (*h).map_len } - self.config.geometry.guard_size;
-        // len = chunk_size << k: no division on the overflow path.
-        (len.trailing_zeros() - self.config.geometry.chunk_size.trailing_zeros()) as usize
+        // len = class_size(0) << k: no division on the overflow path.
+        (len.trailing_zeros() - self.config.class_size(0).trailing_zeros()) as usize
     }
 
     pub(super) fn new_thread_id(&self) -> u32 {

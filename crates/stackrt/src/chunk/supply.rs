@@ -14,11 +14,14 @@ impl Runtime {
     /// Moves chunks of class `k` into `chain`'s cache: one pool batch (resident first), else
     /// released chunks, else freshly carved ones. The cache is empty on entry.
     pub(super) fn refill(&self, chain: &ThreadChain, k: usize) -> Result<(), ChunkError> {
-        if k == 0 {
+        let std = self.config.std_class();
+        if k == std {
             chain.adapt_cap_at_refill(&self.config);
         }
-        let want = if k == 0 && self.config.reuse {
-            (chain.cap.get() / 2).clamp(1, self.config.max_batch.max(1))
+        // Half a cache: of standard chunks (at most a batch), of small ones (a worker's
+        // threads link them in bursts); one chunk of the rare larger classes.
+        let want = if k <= std && self.config.reuse {
+            (chain.cache_cap(&self.config, k) / 2).clamp(1, self.config.max_batch.max(1))
         } else {
             1
         };
@@ -100,11 +103,19 @@ impl Runtime {
         self.foreign_carved.fetch_sub(bytes, Relaxed);
     }
 
-    /// Carves `n` fresh chunks of class `k` (checking the memory and mapping limits).
+    /// Carves `n` fresh chunks of class `k` (checking the memory and mapping limits). A small
+    /// class is carved as standard blocks split into its chunks (`arena::split_block`), so as
+    /// many more as fill the last block.
     pub(super) fn carve(&self, k: usize, n: usize) -> Result<FreeList, ChunkError> {
         let size = self.config.class_size(k);
         let g = self.config.geometry;
-        let block = size + g.guard_size;
+        let small = k < self.config.std_class();
+        let (block_size, per) = if small {
+            (g.chunk_size, g.chunk_size / size)
+        } else {
+            (size, 1)
+        };
+        let block = block_size + g.guard_size;
         let mut out = FreeList::new();
         let mut spill = FreeList::new();
         let carved = self.arenas.with(|a| -> Result<(), ChunkError> {
@@ -119,7 +130,7 @@ impl Runtime {
                 });
             }
             // As many as the limit admits, at least the one needed.
-            let n = n.min(room / block);
+            let n = n.div_ceil(per).min(room / block);
             let mappings = a.regions() + a.guarded_blocks() * g.mappings_per_chunk();
             let more = if g.guard_size == 0 {
                 1
@@ -134,7 +145,7 @@ impl Runtime {
             }
             let regions = a.regions();
             let r = a.carve(
-                size,
+                block_size,
                 g.guard_size,
                 n,
                 self.config.arena_size,
@@ -152,11 +163,23 @@ impl Runtime {
             }
             r.map_err(|error| ChunkError::OutOfMemory { error })
         });
+        if small {
+            // In carving order (the list pops the newest first): reversed once, popped again.
+            let mut blocks = FreeList::new();
+            while let Some(h) = out.pop() {
+                // SAFETY: h was just carved, free and owned here.
+                unsafe { blocks.push(h) };
+            }
+            while let Some(h) = blocks.pop() {
+                // SAFETY: h is a freshly carved unguarded standard block owned here.
+                unsafe { super::arena::split_block(h, size, &mut out) };
+            }
+        }
         if !spill.is_empty() {
             self.stats
                 .chunks_carved
                 .fetch_add(spill.len() as u64, Relaxed);
-            self.pools[0].with(|p| p.cold.splice(spill));
+            self.pools[self.config.std_class()].with(|p| p.cold.splice(spill));
         }
         if let Err(e) = carved {
             // Blocks carved before the failure stay usable: fresh, so not resident.

@@ -16,7 +16,7 @@ use nix::sys::mman::{madvise, mmap_anonymous, MapFlags, MmapAdvise, ProtFlags};
 /// measured 2026-11-26 as the block's top less `T` (112 and 128 with the trampoline that
 /// returns); every byte here is a byte of every thread. If they ever needed more, the offered
 /// first chunk would start lower and hold less than its need plus what was learned for it:
-/// its threads would overflow into a standard chunk and the sizing (`super::sizing`) would
+/// its threads would overflow into a small chunk and the sizing (`super::sizing`) would
 /// make the next blocks bigger; never an overlap (the chunk runtime takes a chunk of its own
 /// when the compiled need does not fit).
 #[cfg(target_pointer_width = "64")]
@@ -85,8 +85,9 @@ pub fn canary_intact(b: usize) -> bool {
 /// page. Under the MMU mechanisms the block only holds the entry frames and the handlers'
 /// room (`crate::chunk::config::FOREIGN_HANDLER_ROOM`; their first chunk needs a guard page
 /// and comes from the chunk runtime), in whole pages. Pages are touched only as they are used;
-/// a deeper thread links the runtime's standard chunks below the block, as any chunked thread
-/// does.
+/// a deeper thread links the runtime's chunks below the block: under `lookahead` of the small
+/// classes first, 512 bytes and doubling (the chunk layer's chain docs, "Small classes"),
+/// under the MMU mechanisms standard guarded ones.
 pub fn block_size(need: usize, room: usize) -> usize {
     let below_t = crate::chunk::HEADER_SIZE + crate::chunk::CHECK_SLACK + need;
     let bytes = if room == 0 {

@@ -19,7 +19,8 @@
 //! chunked mechanisms that is a block ([`super::stacks::block_size`]); under `lookahead` its
 //! lower part is the thread's first chunk (offered to the chunk runtime with
 //! `crate::chunk::global::offer_first_chunk`), under `mmu`/`mmu-reuse` the first chunk is a
-//! guarded one of the runtime's. The thread grows by linking the runtime's standard chunks,
+//! guarded one of the runtime's. The thread grows by linking the runtime's chunks (under
+//! `lookahead` of the small classes first: a worker's chains start at 512 bytes and double),
 //! and its chain (a `ChainState`) is swapped into the worker's chunk runtime while it runs, so
 //! chunk caches stay per worker. Under the fixed-stack conventions it is a guarded
 //! stack of the size `sthread_create` asked for (default [`DEFAULT_FIXED_STACK`]).
