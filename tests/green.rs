@@ -96,8 +96,9 @@ fn a_hundred_thousand_threads_alive_at_once() {
         );
     }
     // The shapes of the `green_grid` experiment (tests/green/grid.cm) at a small count: every
-    // frame size, 100 and 1000 deep, parked on a mutex and yielding. The expected line is the
-    // program's format filled in by hand (gcc with tests/oracle/sthread.c prints the same).
+    // frame size, 100 and 1000 deep, parked on a mutex, yielding, and parked with every
+    // hundredth thread a hundred times deeper. The expected line is the program's format
+    // filled in by hand (gcc with tests/oracle/sthread.c prints the same).
     let exes: Vec<_> = TARGETS
         .iter()
         .map(|t| (t, build("tests/green/grid.cm", dir.path(), "lookahead", t)))
@@ -105,7 +106,7 @@ fn a_hundred_thousand_threads_alive_at_once() {
     for (target, exe) in &exes {
         for (threads, depth) in [(2000, 100), (200, 1000)] {
             for frame in ["16", "48", "256"] {
-                for wait in ["mutex", "yield"] {
+                for wait in ["mutex", "yield", "mixed"] {
                     let mut cmd = Command::new(exe);
                     cmd.args([&threads.to_string(), &depth.to_string(), frame, wait]);
                     let o = run_within(cmd, Duration::from_secs(60), "grid");
@@ -358,38 +359,43 @@ fn ten_thousand_threads_on_guarded_stacks() {
 /// A green thread's stack block holds what its threads touch, learned per entry function
 /// (stackrt's `green::sizing`): tests/green/grid.cm's threads, whose entry reaches three
 /// recursions of different frame sizes (the calls into them are checkpoints at the entry,
-/// `cmm_codegen::callgraph::green_root_bound`), 20,000 of them 10 levels deep parked on a
-/// mutex. The first threads outgrow their blocks and teach the next ones: at most 1% of the
-/// threads overflow, and the stack memory of all threads (the runtime's count of chunk bytes
-/// in use: every thread's block below its entry frames) is at most 1.1 x the live frames +
-/// 320 bytes per thread (the first chunk's header, slack and thread-stack word, 96 bytes on
-/// x86-64; the thread library's budget at the bottom, 96; the entry's and `wait_all`'s frames;
-/// blocks sized by the longest path, as before the sizing, hold 560 bytes at 10 x 16 on
-/// x86-64 and fail). The bytes per level are the assembly's (see
-/// `a_hundred_thousand_threads_alive_at_once`): 16, 24 and 240 on x86-64; 8, 12 and 216 on
-/// i686.
+/// `cmm_codegen::callgraph::green_root_bound`), 10 levels deep parked on a mutex.
+/// - 20,000 and 40,000 threads of one depth: the first window of 32 threads outgrows its
+///   blocks (each links small chunks, 512 bytes and doubling: a few overflows each, 16 at
+///   most) and teaches the next ones, which never overflow: the larger run overflows as
+///   often as the smaller. The stack memory of all threads (the runtime's count of chunk
+///   bytes in use: every thread's block below its entry frames) is at most 1.1 x the live
+///   frames + 320 bytes per thread (the first chunk's header, slack and thread-stack word, 96
+///   bytes on x86-64; the thread library's budget at the bottom, 96; the entry's and
+///   `wait_all`'s frames; blocks sized by the longest path, as before the sizing, hold 560
+///   bytes at 10 x 16 on x86-64 and fail).
+/// - 20,000 threads of mixed depths (`mixed`: every hundredth thread 1000 deep): the blocks
+///   are sized for the shallow ones, the deep ones link chunks (with blocks sized for the
+///   deep ones, as the sizing by the largest need did, 256-byte frames ran out of the memory
+///   limit at 100,000 threads). At most 1.1 x the average live frames + 512 bytes per thread
+///   (the bound, without its 64 MiB): the deep threads' chunks grow geometrically, up
+///   to about 1.2 x their frames.
+///
+/// The bytes per level are the assembly's (see `a_hundred_thousand_threads_alive_at_once`):
+/// 16, 24 and 240 on x86-64; 8, 12 and 216 on i686.
 #[test]
 fn green_blocks_hold_what_their_threads_touch() {
     let dir = tempfile::tempdir().unwrap();
     for (target, levels) in [("x86_64", [16u64, 24, 240]), ("i686", [8, 12, 216])] {
         let exe = build("tests/green/grid.cm", dir.path(), "lookahead", target);
-        for (frame, level) in ["16", "48", "256"].into_iter().zip(levels) {
-            let (threads, depth) = (20_000u64, 10u64);
+        // (overflows, bytes of chunks in use) of one run.
+        let run = |threads: u64, frame: &str, wait: &str| -> (u64, u64) {
+            let depth = 10;
             let mut cmd = Command::new(&exe);
-            cmd.args([&threads.to_string(), &depth.to_string(), frame, "mutex"])
+            cmd.args([&threads.to_string(), &depth.to_string(), frame, wait])
                 .env("STACKRT_STATS", "1");
             let o = run_within(cmd, Duration::from_secs(60), "grid");
             let err = text(&o.stderr);
-            assert_eq!(o.status.code(), Some(0), "{target} {frame}: {err}");
+            assert_eq!(o.status.code(), Some(0), "{target} {frame} {wait}: {err}");
             assert_eq!(
                 text(&o.stdout),
-                format!("{threads} threads arrived {depth} deep (frame {frame}, mutex), 0 results wrong\n"),
-                "{target} {frame}"
-            );
-            let overflows = common::stat(&err, "overflows");
-            assert!(
-                overflows <= threads / 100,
-                "{target} {frame}: {overflows} overflows"
+                format!("{threads} threads arrived {depth} deep (frame {frame}, {wait}), 0 results wrong\n"),
+                "{target} {frame} {wait}"
             );
             let in_use = err
                 .lines()
@@ -403,10 +409,30 @@ fn green_blocks_hold_what_their_threads_touch() {
                         .ok()
                 })
                 .unwrap_or_else(|| panic!("{target} {frame}: no chunk bytes: {err}"));
-            let bound = threads * (depth * level * 11 / 10 + 320);
+            (common::stat(&err, "overflows"), in_use)
+        };
+        for (frame, level) in ["16", "48", "256"].into_iter().zip(levels) {
+            let what = format!("{target} {frame}");
+            let (overflows, in_use) = run(20_000, frame, "mutex");
+            assert!(overflows <= 32 * 16, "{what}: {overflows} overflows");
+            let bound = 20_000 * (10 * level * 11 / 10 + 320);
             assert!(
                 in_use <= bound,
-                "{target} {frame}: {in_use} bytes of stack for {threads} threads (bound {bound})"
+                "{what}: {in_use} bytes of stack for 20,000 threads (bound {bound})"
+            );
+            let (more, _) = run(40_000, frame, "mutex");
+            assert!(
+                more <= overflows + 32,
+                "{what}: {overflows} overflows with 20,000 threads, {more} with 40,000"
+            );
+            // Threads 0, 100, ..., 19,900 go 1000 deep, the others 10: 19,800 x 10 + 200 x
+            // 1000 levels.
+            let (_, in_use) = run(20_000, frame, "mixed");
+            let floor = (19_800 * 10 + 200 * 1000) * level;
+            let bound = floor * 11 / 10 + 20_000 * 512;
+            assert!(
+                in_use <= bound,
+                "{what} mixed: {in_use} bytes of stack for 20,000 threads (bound {bound})"
             );
         }
     }

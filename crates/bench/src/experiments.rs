@@ -172,15 +172,60 @@ pub fn grid_level_bytes(target: Target, frame: u64) -> Option<u64> {
     })
 }
 
+/// How the threads of a `green_grid` point wait for each other (`tests/green/grid.cm`'s fourth
+/// argument).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GridWait {
+    /// Parked on a mutex.
+    Mutex,
+    /// Yielding in a loop.
+    Yield,
+    /// Parked on a mutex, one thread in a hundred a hundred times deeper than the others.
+    Mixed,
+}
+
+impl GridWait {
+    pub const ALL: [GridWait; 3] = [GridWait::Mutex, GridWait::Yield, GridWait::Mixed];
+
+    /// The program's argument.
+    pub fn arg(self) -> &'static str {
+        match self {
+            GridWait::Mutex => "mutex",
+            GridWait::Yield => "yield",
+            GridWait::Mixed => "mixed",
+        }
+    }
+
+    /// One word for a point's description.
+    pub fn word(self) -> &'static str {
+        match self {
+            GridWait::Mutex => "parked",
+            GridWait::Yield => "yielding",
+            GridWait::Mixed => "parked, 1% 100x deeper",
+        }
+    }
+
+    /// A title for the points that wait this way.
+    pub fn title(self) -> &'static str {
+        match self {
+            GridWait::Mutex => "parked on a mutex",
+            GridWait::Yield => "waiting by yielding",
+            GridWait::Mixed => {
+                "parked on a mutex, one in a hundred (every hundredth thread) a hundred times deeper"
+            }
+        }
+    }
+}
+
 /// One point of `green_grid`, read back from its arguments (THREADS DEPTH FRAME WAIT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GridShape {
     pub threads: u64,
+    /// The depth of most threads (under [`GridWait::Mixed`], every hundredth goes 100x deeper).
     pub depth: u64,
     /// The frame argument, a size class: 16, 48 or 256 (see [`grid_level_bytes`]).
     pub frame: u64,
-    /// `true`: waiting by yielding; `false`: parked on a mutex.
-    pub yielding: bool,
+    pub wait: GridWait,
 }
 
 impl GridShape {
@@ -192,17 +237,22 @@ impl GridShape {
             threads: threads.parse().ok()?,
             depth: depth.parse().ok()?,
             frame: frame.parse().ok()?,
-            yielding: match wait.as_str() {
-                "yield" => true,
-                "mutex" => false,
-                _ => return None,
-            },
+            wait: *GridWait::ALL.iter().find(|w| w.arg() == wait)?,
         })
     }
 
-    /// The live frames of one thread: depth x bytes per level.
+    /// The live frames of one thread, on average: depth x bytes per level (under
+    /// [`GridWait::Mixed`], the threads numbered 0, 100, 200, ... go 100 x depth deep).
     pub fn floor_per_thread(&self, target: Target) -> Option<u64> {
-        Some(self.depth * grid_level_bytes(target, self.frame)?)
+        let level = grid_level_bytes(target, self.frame)?;
+        Some(match self.wait {
+            GridWait::Mixed => {
+                let deep = self.threads.div_ceil(100);
+                let levels = (self.threads - deep) * self.depth + deep * 100 * self.depth;
+                levels * level / self.threads.max(1)
+            }
+            _ => self.depth * level,
+        })
     }
 }
 
@@ -231,15 +281,23 @@ fn grid_points(size: Size) -> Vec<Point> {
         (vec![1_000], vec![10], vec![16]),
     );
     let mut shapes = Vec::new();
-    for yielding in [false, true] {
+    for wait in GridWait::ALL {
         for &t in &threads {
+            // Mixed depths up to 100,000 threads and 100 deep (10,000 deep for the deepest):
+            // Go's goroutines 10,000 deep double their stacks to 1 MiB each.
+            if wait == GridWait::Mixed && t > 100_000 {
+                continue;
+            }
             for &d in &depths {
+                if wait == GridWait::Mixed && d > 100 {
+                    continue;
+                }
                 for &f in &frames {
                     shapes.push(GridShape {
                         threads: t,
                         depth: d,
                         frame: f,
-                        yielding,
+                        wait,
                     });
                 }
             }
@@ -252,7 +310,7 @@ fn grid_points(size: Size) -> Vec<Point> {
             threads: 10_000_000,
             depth: 10,
             frame: 16,
-            yielding: false,
+            wait: GridWait::Mutex,
         });
     }
     shapes
@@ -267,7 +325,7 @@ fn grid_points(size: Size) -> Vec<Point> {
                     s.threads.to_string(),
                     s.depth.to_string(),
                     s.frame.to_string(),
-                    if s.yielding { "yield" } else { "mutex" }.to_string(),
+                    s.wait.arg().to_string(),
                 ],
                 probe: None,
                 threads: s.threads,
@@ -1344,8 +1402,8 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         env: Vec::new(),
         race: Vec::new(),
         green: &[],
-        title: "Threads alive at once: threads x depth x frame, parked or yielding",
-        figures: "beyond the thesis: peak memory per thread beside the live frames (depth x bytes per level) and time, of threads that recurse and wait for each other on a mutex or by yielding, against the same program as goroutines",
+        title: "Threads alive at once: threads x depth x frame x way of waiting",
+        figures: "beyond the thesis: peak memory per thread beside the live frames (depth x bytes per level) and time, of threads that recurse and wait for each other on a mutex (some threads 100x deeper than the others, in one shape) or by yielding, against the same program as goroutines",
         sources: green_sources("grid.cm", "grid.go"),
         x_label: "grid point (its shape: see the tables)",
         log_x: false,

@@ -590,7 +590,7 @@ fn findings() -> Vec<Finding> {
         Finding {
             plot: "green_grid-memory",
             source: "this project",
-            claim: "Green threads need no more memory than goroutines at every point of the grid (threads x depth x frame, parked or yielding)",
+            claim: "Green threads need no more memory than goroutines at every point of the grid (threads x depth x frame, parked, yielding, or parked with one thread in a hundred a hundred times deeper)",
             thesis: "(not in the thesis; Go's 2 KiB goroutine stacks are the peer)",
             measure: |r, t, tg| grid_measured(r, t, tg, crate::grid::worst_memory_ratio),
             holds: |r| r <= 1.0,

@@ -1,10 +1,10 @@
 //! The `green_grid` experiment's own tables: for every point (threads x depth x frame, parked on
-//! a mutex or yielding) the peak memory per thread of the C-- green threads and of Go's
+//! a mutex, yielding, or parked with mixed depths) the peak memory per thread of the C-- green threads and of Go's
 //! goroutines beside the floor (the thread's live frames: depth x bytes per level), their
 //! times and the ratios; and the grid's figures for the findings table.
 
 use crate::build::Target;
-use crate::experiments::{GridShape, Point};
+use crate::experiments::{grid_level_bytes, GridShape, GridWait, Point};
 use crate::table::{cell, Cell, Table};
 use std::fmt::Write as _;
 
@@ -18,8 +18,10 @@ pub struct Row<'t> {
     pub target: Target,
     pub x: f64,
     pub shape: GridShape,
-    /// Live frames of one thread, in bytes (depth x bytes per level on this target).
+    /// Live frames of one thread on average, in bytes (depth x bytes per level on this target).
     pub floor: u64,
+    /// Bytes per level of the recursion on this target.
+    pub level: u64,
     pub cmm: Option<&'t Cell>,
     pub go: Option<&'t Cell>,
 }
@@ -45,6 +47,7 @@ pub fn rows<'t>(table: &'t Table, points: &[Point], target: Target) -> Vec<Row<'
                 x: p.x,
                 shape,
                 floor: shape.floor_per_thread(target)?,
+                level: grid_level_bytes(target, shape.frame)?,
                 cmm,
                 go,
             })
@@ -75,10 +78,11 @@ pub fn write_tables(out: &mut String, table: &Table, points: &[Point]) {
         "\nPeak memory per thread (largest ru_maxrss / threads, in bytes) beside the floor: a \
          thread's live frames, depth x bytes per level of the C-- recursion on that target \
          (the assembly's frame lines: the frame, the arguments and the return address; Go's \
-         frames for the same functions are its own). Time: median seconds. cmm is `lookahead` \
-         with `--threads green`."
+         frames for the same functions are its own; with mixed depths, the average over the \
+         threads). Time: median seconds. cmm is `lookahead` with `--threads green`."
     );
-    for (yielding, title) in [(false, "parked on a mutex"), (true, "waiting by yielding")] {
+    for wait in GridWait::ALL {
+        let title = wait.title();
         let _ = writeln!(
             out,
             "\nThreads {title} (point: the x of the plots and of the tables below):\n\n| point | target | threads | depth | bytes/level | floor B/thread | cmm B/thread | Go B/thread | cmm / Go memory | cmm s | Go s | cmm / Go time |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -86,7 +90,7 @@ pub fn write_tables(out: &mut String, table: &Table, points: &[Point]) {
         for target in Target::ALL {
             for r in rows(table, points, target)
                 .iter()
-                .filter(|r| r.shape.yielding == yielding)
+                .filter(|r| r.shape.wait == wait)
             {
                 let per = |c: Option<&Cell>| c.map(|c| bytes_per_thread(c, r.shape.threads));
                 let (cmm, go) = (per(r.cmm), per(r.go));
@@ -101,7 +105,7 @@ pub fn write_tables(out: &mut String, table: &Table, points: &[Point]) {
                     r.x,
                     thousands(r.shape.threads),
                     r.shape.depth,
-                    r.floor / r.shape.depth.max(1),
+                    r.level,
                     thousands(r.floor),
                     cmm.map_or("-".into(), |b| thousands(b.round() as u64)),
                     go.map_or("-".into(), |b| thousands(b.round() as u64)),
@@ -142,8 +146,8 @@ pub fn worst_memory_ratio(
                     "{ratio:.2}x at the worst point ({} threads {} deep, {} B/level, {}: {} vs {} B/thread)",
                     thousands(r.shape.threads),
                     r.shape.depth,
-                    r.floor / r.shape.depth.max(1),
-                    if r.shape.yielding { "yielding" } else { "parked" },
+                    r.level,
+                    r.shape.wait.word(),
                     thousands(bytes_per_thread(c, r.shape.threads) as u64),
                     thousands(bytes_per_thread(g, r.shape.threads) as u64),
                 ),
@@ -176,8 +180,8 @@ pub fn worst_floor_ratio(
                     "{ratio:.2}x the bound at the worst point ({} threads {} deep, {} B/level, {}: {} B/thread, floor {})",
                     thousands(r.shape.threads),
                     r.shape.depth,
-                    r.floor / r.shape.depth.max(1),
-                    if r.shape.yielding { "yielding" } else { "parked" },
+                    r.level,
+                    r.shape.wait.word(),
                     thousands(r.cmm.map_or(0, |c| bytes_per_thread(c, r.shape.threads) as u64)),
                     thousands(r.floor),
                 ),
@@ -209,8 +213,8 @@ pub fn worst_time_ratio(
                     "{ratio:.2}x at the worst point ({} threads {} deep, {} B/level, {}: {:.2} vs {:.2} s)",
                     thousands(r.shape.threads),
                     r.shape.depth,
-                    r.floor / r.shape.depth.max(1),
-                    if r.shape.yielding { "yielding" } else { "parked" },
+                    r.level,
+                    r.shape.wait.word(),
                     c.time.mean,
                     g.time.mean,
                 ),
@@ -241,18 +245,20 @@ mod tests {
         (EXPERIMENT.to_string(), t, v.to_string(), x.to_bits())
     }
 
-    /// The tiny grid (1000 threads 10 deep, the smallest frames, parked and yielding): bytes per
-    /// thread, floors, ratios and the findings' worst points, computed by hand.
+    /// The tiny grid (1000 threads 10 deep, the smallest frames, parked, yielding and parked
+    /// with mixed depths): bytes per thread, floors, ratios and the findings' worst points,
+    /// computed by hand.
     #[test]
     fn tables_and_worst_points_of_a_tiny_grid() {
         let e = all(std::path::Path::new("/r"), Size::Tiny)
             .into_iter()
             .find(|e| e.name == EXPERIMENT)
             .unwrap();
-        assert_eq!(e.points.len(), 2);
-        let (parked, yielding) = (e.points[0].x, e.points[1].x);
+        assert_eq!(e.points.len(), 3);
+        let (parked, yielding, mixed) = (e.points[0].x, e.points[1].x, e.points[2].x);
         assert_eq!(e.points[0].args, ["1000", "10", "16", "mutex"]);
         assert_eq!(e.points[1].args, ["1000", "10", "16", "yield"]);
+        assert_eq!(e.points[2].args, ["1000", "10", "16", "mixed"]);
         let mut table = Table::new();
         // 1000 threads: 2000 KiB is 2048 B/thread, 4000 KiB 4096 B/thread.
         table.insert(key(Target::X86_64, CMM, parked), cell_of(0.5, 2000.0));
@@ -260,6 +266,9 @@ mod tests {
         table.insert(key(Target::X86_64, CMM, yielding), cell_of(1.0, 6000.0));
         table.insert(key(Target::X86_64, GO, yielding), cell_of(2.0, 4000.0));
         table.insert(key(Target::I686, CMM, parked), cell_of(0.5, 1000.0));
+        // 3000 KiB is 3072 B/thread, 5000 KiB 5120.
+        table.insert(key(Target::X86_64, CMM, mixed), cell_of(0.3, 3000.0));
+        table.insert(key(Target::X86_64, GO, mixed), cell_of(0.6, 5000.0));
         let mut out = String::new();
         write_tables(&mut out, &table, &e.points);
         // x86-64: 10 levels of 16 bytes; i686: of 8 bytes, and no Go cell.
@@ -279,9 +288,18 @@ mod tests {
             out.contains("| 1 | i686 | 1,000 | 10 | 8 | 80 | 1,024 | - | - | 0.50 | - | - |"),
             "{out}"
         );
+        // Mixed: threads 0, 100, ..., 900 go 1000 deep, the 990 others 10: 19,900 levels of
+        // 16 bytes over 1000 threads, 318 bytes each (rounded down).
+        assert!(
+            out.contains(
+                "| 3 | x86_64 | 1,000 | 10 | 16 | 318 | 3,072 | 5,120 | 0.60 | 0.30 | 0.60 | 0.50 |"
+            ),
+            "{out}"
+        );
         let parked_at = out.find("parked on a mutex").unwrap();
         let yielding_at = out.find("waiting by yielding").unwrap();
         assert!(out.find("| 6,144 |").unwrap() > yielding_at && yielding_at > parked_at);
+        assert!(out.find("| 3,072 |").unwrap() > out.find("a hundred times deeper").unwrap());
 
         let (r, text) = worst_memory_ratio(&table, &e.points, Target::X86_64, 1000).unwrap();
         assert_eq!(r, 1.5);
@@ -311,14 +329,19 @@ mod tests {
             .map(|p| GridShape::of(&p.args).unwrap())
             .collect();
         // 27 shapes per wait, less 1,000,000 x 1000 (3), 1,000,000 x 100 x 256 and
-        // 100,000 x 1000 x 256: 22 per wait, and the ten-million point.
-        assert_eq!(shapes.len(), 45);
-        assert_eq!(shapes.iter().filter(|s| s.yielding).count(), 22);
+        // 100,000 x 1000 x 256: 22 parked and 22 yielding; mixed depths up to 100,000
+        // threads 100 deep, 12; and the ten-million point.
+        assert_eq!(shapes.len(), 57);
+        let count = |w| shapes.iter().filter(|s| s.wait == w).count();
+        assert_eq!(
+            [GridWait::Mutex, GridWait::Yield, GridWait::Mixed].map(count),
+            [23, 22, 12]
+        );
         let big = GridShape {
             threads: 10_000_000,
             depth: 10,
             frame: 16,
-            yielding: false,
+            wait: GridWait::Mutex,
         };
         assert_eq!(shapes.last(), Some(&big));
         for (p, s) in e.points.iter().zip(&shapes) {

@@ -4,7 +4,9 @@
 // have arrived (argument 4):
 //
 //	mutex  parked on a gate mutex that main holds until the last goroutine has arrived;
-//	yield  calling runtime.Gosched in a loop until the arrival counter says all have arrived.
+//	yield  calling runtime.Gosched in a loop until the arrival counter says all have arrived;
+//	mixed  parked as with mutex, but one goroutine in a hundred (those whose number is a
+//	       multiple of 100) recurses a hundred times deeper.
 //
 // Then they unwind, each checks its result, and main prints the same line as the C-- version.
 // main waits for the last arrival on a mutex the last goroutine to arrive unlocks (a Go mutex
@@ -27,6 +29,7 @@ import (
 var (
 	nthreads int32
 	yielding bool
+	mixed    bool
 	started  = make(chan struct{})
 	arrived  atomic.Int32
 	wrong    atomic.Int32
@@ -83,7 +86,7 @@ func down256(n, id int) int {
 }
 
 func usage() {
-	fmt.Println("usage: grid THREADS DEPTH 16|48|256 mutex|yield")
+	fmt.Println("usage: grid THREADS DEPTH 16|48|256 mutex|yield|mixed")
 	os.Exit(2)
 }
 
@@ -95,8 +98,10 @@ func main() {
 	depth, err2 := strconv.Atoi(os.Args[2])
 	frame, err3 := strconv.Atoi(os.Args[3])
 	yielding = os.Args[4] == "yield"
+	mixed = os.Args[4] == "mixed"
 	if err1 != nil || err2 != nil || err3 != nil || n < 1 || depth < 0 ||
-		(frame != 16 && frame != 48 && frame != 256) || (!yielding && os.Args[4] != "mutex") {
+		(frame != 16 && frame != 48 && frame != 256) ||
+		(!yielding && !mixed && os.Args[4] != "mutex") {
 		usage()
 	}
 	nthreads = int32(n)
@@ -110,16 +115,20 @@ func main() {
 			if yielding {
 				<-started
 			}
+			d := depth
+			if mixed && id%100 == 0 {
+				d = depth * 100
+			}
 			var r int
 			switch frame {
 			case 16:
-				r = id + down16(depth)
+				r = id + down16(d)
 			case 48:
-				r = down48(depth, id)
+				r = down48(d, id)
 			default:
-				r = down256(depth, id)
+				r = down256(d, id)
 			}
-			if r != id+depth {
+			if r != id+d {
 				wrong.Add(1)
 			}
 		}(i)
