@@ -68,8 +68,8 @@ impl ThreadChain {
         Ok(unsafe { NonNull::new_unchecked(h) })
     }
 
-    /// Sizes the standard class's cache before a refill (module docs): after releases, to the chunks
-    /// released since the previous refill (the thread's last excursion: it is going down as
+    /// Sizes the standard class's cache before a refill (module docs): after releases, to the
+    /// chunks released since the previous refill (the thread's last excursion: it is going down as
     /// far again); after a refill, twice as big (it keeps going deeper).
     pub(super) fn adapt_cap_at_refill(&self, config: &RuntimeConfig) {
         let released = self.released.replace(0);

@@ -30,21 +30,20 @@
 //! # Growth
 //! A chain that gets deep gets larger chunks (when [`RuntimeConfig::growth_max`] is above the
 //! standard size: `lookahead`, 16 MiB by default, `STACKRT_CHUNK_GROWTH`; see
-//! [`super::global::set_growth`] for why not the other mechanisms). A chunk linked for a
-//! checkpoint with `B` bytes of stack in use below it is of the largest class of at most
-//! `B / 2` and at most `growth_max` bytes (class 0 while `B` is below four standard chunks),
-//! or larger if its reserve needs it. The size is a function of the depth, so a recursion
-//! that goes down and up again links the same classes at the same depths, and the hot split
-//! works at every depth. A forced overflow (the reserve fits the running chunk after all: a
-//! green thread's preemption poisons the limit word) gets the reserve's class, never a grown
-//! one. Why grow: every chunk boundary an unwind crosses costs it a mispredicted return (the
-//! chunk's first frame returns into the checkpoint's out-of-line path, not to the address the
-//! return predictor holds), and a deep unwind is memory-bound, so that costs far more than a
-//! pipeline flush. A million-deep recursion of 32-byte frames crossed about a thousand
-//! boundaries with 32 KiB chunks; with growth it crosses about fifteen. The cost: a chain's
-//! newest chunk may be up to half empty, so a deep thread holds up to about twice the stack
-//! it uses (the untouched part is not resident); the reclaim budget counts in bytes
-//! ([`RuntimeConfig::reclaim_budget_at`]).
+//! [`super::global::set_growth`] for why not the other mechanisms). A chunk linked for a checkpoint
+//! with `B` bytes of stack in use below it is of the largest class of at most `B / 2` and at most
+//! `growth_max` bytes (the standard class while `B` is below four standard chunks), or larger if
+//! its reserve needs it. The size is a function of the depth, so a recursion that goes down and up
+//! again links the same classes at the same depths, and the hot split works at every depth. A
+//! forced overflow (the reserve fits the running chunk after all: a green thread's preemption
+//! poisons the limit word) gets the reserve's class, never a grown one. Why grow: every chunk
+//! boundary an unwind crosses costs it a mispredicted return (the chunk's first frame returns into
+//! the checkpoint's out-of-line path, not to the address the return predictor holds), and a deep
+//! unwind is memory-bound, so that costs far more than a pipeline flush. A million-deep recursion
+//! of 32-byte frames crossed about a thousand boundaries with 32 KiB chunks; with growth it crosses
+//! about fifteen. The cost: a chain's newest chunk may be up to half empty, so a deep thread holds
+//! up to about twice the stack it uses (the untouched part is not resident); the reclaim budget
+//! counts in bytes ([`RuntimeConfig::reclaim_budget_at`]).
 //!
 //! # Where a chunk comes from and where it goes
 //! * **Acquire** (an overflow or a thread's first chunk): the thread's cache of that class
@@ -55,8 +54,8 @@
 //! * **Release** (the bookkeeping of an unlinked chunk): into the thread's cache. A cache over
 //!   its capacity keeps the newest half and gives the rest to the pool as batches, in one lock
 //!   operation. A thread's exit gives its caches and chain to the pool the same way.
-//! * **Adaptive caches**: a class-0 cache starts at [`RuntimeConfig::cache_min`] chunks and is
-//!   resized at each refill from the pool, between `cache_min` and
+//! * **Adaptive caches**: the standard class's cache starts at [`RuntimeConfig::cache_min`]
+//!   chunks and is resized at each refill from the pool, between `cache_min` and
 //!   [`RuntimeConfig::cache_max`]: to the number of chunks the thread gave back since its
 //!   previous refill (rounded up to a power of two: the depth of its last excursion, which it
 //!   is likely to repeat), or, when it refills twice in a row (going deeper), to twice its
@@ -131,7 +130,7 @@ pub struct ThreadChain {
     /// Stack bytes used in the chunks below `top` (for the peak-stack statistic).
     pub(super) used_below: Cell<usize>,
     pub(super) caches: [Cell<FreeList>; ALL_CLASSES],
-    /// Capacity of the class-0 cache (adaptive), whether the last pool operation of the cache
+    /// Capacity of the standard class's cache (adaptive), whether the last pool operation of it
     /// was a refill, and the chunks given to the pool since the last refill.
     pub(super) cap: Cell<usize>,
     pub(super) refilled: Cell<bool>,

@@ -26,8 +26,8 @@ pub const ALL_CLASSES: usize = MAX_SMALL_CLASSES + NUM_CLASSES;
 /// the chunks that one overflow burst of its threads links.
 pub const SMALL_CLASS_CACHE_BYTES: usize = 32 << 10;
 
-/// Smallest class-0 cache capacity (chunks). One is enough for the hot split; a few absorb
-/// short recursive bursts without touching the pool.
+/// Smallest standard-class cache capacity (chunks). One is enough for the hot split; a few
+/// absorb short recursive bursts without touching the pool.
 pub const DEFAULT_CACHE_MIN: usize = 4;
 
 /// Cache capacity of the classes above 0 (large frames are rare; one cached chunk keeps a
@@ -39,8 +39,8 @@ pub const DEFAULT_CACHE_MIN: usize = 4;
 /// about 1.16x (i686).
 pub const LARGE_CLASS_CACHE: usize = 2;
 
-/// Bytes of chunks a class-0 cache may hold at most, and a batch at most (512 KiB: 16 chunks
-/// of 32 KiB). Small, because it is per thread: with hundreds of threads deep at once, what
+/// Bytes of chunks a standard-class cache may hold at most, and a batch at most (512 KiB: 16
+/// chunks of 32 KiB). Small, because it is per thread: with hundreds of threads deep at once, what
 /// caches hold adds up; 16 chunks per lock operation already make the pool's lock cold.
 pub const DEFAULT_CACHE_MAX_BYTES: usize = 512 << 10;
 
@@ -83,7 +83,7 @@ pub struct RuntimeConfig {
     pub max_growers: usize,
     /// Bytes of one arena.
     pub arena_size: usize,
-    /// Smallest and largest class-0 cache capacity, chunks.
+    /// Smallest and largest standard-class cache capacity, chunks.
     pub cache_min: usize,
     pub cache_max: usize,
     /// Most chunks one batch moves between a thread and the pool.

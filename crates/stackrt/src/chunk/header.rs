@@ -102,8 +102,8 @@ pub const fn chunk_capacity(chunk_size: usize) -> usize {
 /// Default chunk size: 8 pages of 4 KiB, the thesis's value.
 pub const DEFAULT_CHUNK_SIZE: usize = 32 * 1024;
 
-/// Shape of the standard chunks of one runtime (size class 0; a class-`k` chunk is
-/// `chunk_size << k` bytes with the same guard).
+/// Shape of the standard chunks of one runtime (the standard size class; the `j`-th class
+/// above it has chunks of `chunk_size << j` bytes with the same guard).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkGeometry {
     /// Bytes from `limit` to the end of the chunk, header included; a multiple of the page size.
