@@ -33,7 +33,8 @@ pub const RETURNING_ENTRY_ROOM: usize = 128;
 
 /// Bytes below a `lookahead` block's thread stack `T` that the thread's start and end need:
 /// the start's `complete_switch` runs below the entry frames before the first chunk is set
-/// up, and the end (`super::sched::entry`'s `done` and the switch away) from `T` down once it
+/// up (it never requeues a thread there: a thread that never ran is not switched to directly,
+/// see `super::sched`'s `yield_direct`), and the end (`super::sched::entry`'s `done` and the switch away) from `T` down once it
 /// went back: 152 bytes on x86-64 and 132 on i686, measured 2026-11-26 by painting blocks (the
 /// same under the deterministic mode, statistics, two workers and `--race`), with a quarter
 /// more. A block's first chunk is at least this big; a thread whose end overran it would

@@ -747,7 +747,14 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
     // is the running thread.
     let (nx, cr) = unsafe { (&*next, &*cur) };
     if !nx.started.get() {
-        s.prepare(w, nx);
+        // A thread that never ran starts through the scheduler context: a direct switch
+        // would leave `cur`'s requeue to the new thread's first frames (`complete_switch`),
+        // on its stack block, whose entry room does not hold a requeue that spills the run
+        // queue (the spill allocates: glibc's `free` wrote 80 bytes below an i686 block's
+        // first chunk with 10,000 yielding threads). `next` goes back to the front (its
+        // slot is empty: `pop_own` took it first), and runs right after the switch.
+        s.queues.push_front(w.index, GreenPtr(next));
+        return switch_out(After::Yield, phase);
     }
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
