@@ -468,21 +468,19 @@ impl ThreadChain {
         if thread_stack == UNLINKED || caller_sp < limit || caller_sp > cur as usize {
             return None;
         }
-        let k = rt.class_of(top);
-        let size = rt.config.class_size(k);
         let below =
             self.used_below.get() - (cur as usize - old_prev_sp) + (cur as usize - caller_sp);
         // The class an overflow here would want (growth's, from the stack below; the
-        // smallest for a forced overflow); a reserve too large for it takes the general path.
-        let want = if fits(caller_sp, reserve, limit) {
+        // smallest for a forced overflow): the marked chunk is of it if its length is that
+        // class's (no class lookup on this path). A reserve too large for it takes the
+        // general path.
+        let k = if fits(caller_sp, reserve, limit) {
             self.min_class(rt)
         } else {
             self.grown(rt, below)
         };
-        if len != size + rt.config.geometry.guard_size
-            || k != want
-            || reserve > rt.config.class_capacity(k)
-        {
+        let size = rt.config.class_size(k);
+        if len != size + rt.config.geometry.guard_size || reserve > chunk_capacity(size) {
             return None;
         }
         // SAFETY: top is unlinked by the code and owned by this chain; relinking it.
