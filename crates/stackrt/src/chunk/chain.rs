@@ -116,7 +116,10 @@ use super::header::{chunk_capacity, ChunkHeader, CHECK_SLACK, HEADER_SIZE, UNLIN
 use super::pool::FreeList;
 use super::runtime::Runtime;
 
-/// One thread's chain of chunks and private caches.
+/// One thread's chain of chunks and private caches. In declaration order (`repr(C)`), the
+/// caches last: a green thread's switch swaps the fields before them (`super::state`), which
+/// then share a cache line or two.
+#[repr(C)]
 pub struct ThreadChain {
     pub(super) id: Cell<u32>,
     pub(super) tid: Cell<i32>,
@@ -129,7 +132,6 @@ pub struct ThreadChain {
     pub(super) chain_bytes: Cell<usize>,
     /// Stack bytes used in the chunks below `top` (for the peak-stack statistic).
     pub(super) used_below: Cell<usize>,
-    pub(super) caches: [Cell<FreeList>; ALL_CLASSES],
     /// Capacity of the standard class's cache (adaptive), whether the last pool operation of it
     /// was a refill, and the chunks given to the pool since the last refill.
     pub(super) cap: Cell<usize>,
@@ -148,6 +150,7 @@ pub struct ThreadChain {
     /// Whether this OS thread is a green-thread worker: chains come and go on it, so an exit
     /// keeps the caches (trimmed to their capacity) for the next green thread.
     pub(super) worker: Cell<bool>,
+    pub(super) caches: [Cell<FreeList>; ALL_CLASSES],
 }
 
 impl ThreadChain {
@@ -626,12 +629,15 @@ impl ThreadChain {
         if !self.active.get() {
             return Err(ChunkError::NotEntered);
         }
+        // The classes whose caches get chunks here: only those can be over their capacity
+        // (every other push trims its class), so only those are trimmed below.
+        let mut pushed = 0u32;
         // Chunks compiled code unlinked (the thread returned through them): their underflows
         // first, as if the handler had run on the spot. Only the newest chunks can be marked,
         // never the first (its first frame returns to the entry trampoline).
         // SAFETY: chain headers are mapped while linked.
         while self.depth.get() > 1 && unsafe { (*self.top.get()).thread_stack } == UNLINKED {
-            self.unlink_top(rt);
+            pushed |= 1 << self.unlink_top(rt).1;
         }
         let n = self.depth.get();
         let bytes = self.chain_bytes.get();
@@ -646,10 +652,13 @@ impl ThreadChain {
             let k = rt.class_of(h);
             // SAFETY: h is no longer part of the chain and nothing runs on it.
             self.with_cache(k, |c| unsafe { c.push(h) });
+            pushed |= 1 << k;
             h = prev;
         }
         if self.worker.get() {
-            for k in 0..ALL_CLASSES {
+            while pushed != 0 {
+                let k = pushed.trailing_zeros() as usize;
+                pushed &= pushed - 1;
                 self.trim_cache(rt, k);
             }
         } else {

@@ -22,6 +22,9 @@ pub const MIN_SMALL_CHUNK: usize = 512;
 /// [`RuntimeConfig::small_classes`] (0 when there are none).
 pub const ALL_CLASSES: usize = MAX_SMALL_CLASSES + NUM_CLASSES;
 
+// A class mask fits a `u32` (`ThreadChain::exit`, `reclaim_unlinked`).
+const _: () = assert!(ALL_CLASSES <= 32);
+
 /// Capacity in bytes of a green-thread worker's cache of one small class (at least 2 chunks):
 /// the chunks that one overflow burst of its threads links.
 pub const SMALL_CLASS_CACHE_BYTES: usize = 32 << 10;

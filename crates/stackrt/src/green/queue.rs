@@ -252,6 +252,7 @@ impl<T: Word> RunQueues<T> {
 
     /// The next thread of worker `w`'s own queue, without stealing. Only on worker `w`'s OS
     /// thread.
+    #[inline]
     pub fn pop_own(&self, w: usize) -> Option<T> {
         let q = &self.queues[w];
         // A load first: the swap, an atomic read-modify-write, only when there is something

@@ -8,6 +8,7 @@ use super::{complete_switch_current, current};
 /// caller's errno kept; for the library stub's repetition of a call whose switch it made
 /// (the thread runs again), completes that switch and returns the phase the call gave, with
 /// the errno of the fresh call kept.
+#[inline]
 pub fn lib_entry() -> (u32, crate::base::os::KeptErrno) {
     if !crate::chunk::handler::take_resumed() {
         let kept = crate::base::os::KeptErrno::new();

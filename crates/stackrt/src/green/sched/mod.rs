@@ -747,14 +747,7 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
     // is the running thread.
     let (nx, cr) = unsafe { (&*next, &*cur) };
     if !nx.started.get() {
-        // A thread that never ran starts through the scheduler context: a direct switch
-        // would leave `cur`'s requeue to the new thread's first frames (`complete_switch`),
-        // on its stack block, whose entry room does not hold a requeue that spills the run
-        // queue (the spill allocates: glibc's `free` wrote 80 bytes below an i686 block's
-        // first chunk with 10,000 yielding threads). `next` goes back to the front (its
-        // slot is empty: `pop_own` took it first), and runs right after the switch.
-        s.queues.push_front(w.index, GreenPtr(next));
-        return switch_out(After::Yield, phase);
+        return start_through_scheduler(s, w, next, phase);
     }
     if s.chunked {
         // SAFETY: `cur` runs here (its chain is the worker's) and `next` is switched out.
@@ -788,6 +781,21 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
     // SAFETY: `next` is suspended (prepared, or saved by its last switch); `cur`'s record
     // outlives its run.
     unsafe { switch_context(cr, *nx.sp.get(), phase) }
+}
+
+/// `yield_direct` to a thread that never ran: it starts through the scheduler context. A
+/// direct switch would leave the yielding thread's requeue to the new thread's first frames
+/// (`complete_switch`), on its stack block, whose entry room does not hold a requeue that
+/// spills the run queue (the spill allocates: glibc's `free` wrote 80 bytes below an i686
+/// block's first chunk with 10,000 yielding threads). `next` goes back to the front (its
+/// slot is empty: `pop_own` took it first), and runs right after the switch. Out of line and
+/// cold: the yield's common path stays small enough for its queue operations to be inlined
+/// (with this branch inline, `pop_own` was not, and a round trip took 33 instructions more).
+#[cold]
+#[inline(never)]
+fn start_through_scheduler(s: &Sched, w: &Worker, next: *const Green, phase: u32) -> Switched {
+    s.queues.push_front(w.index, GreenPtr(next));
+    switch_out(After::Yield, phase)
 }
 
 /// Creates a green thread running `fp(arg)` with race detector state `race` (null without
