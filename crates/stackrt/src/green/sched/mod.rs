@@ -789,8 +789,8 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
 /// spills the run queue (the spill allocates: glibc's `free` wrote 80 bytes below an i686
 /// block's first chunk with 10,000 yielding threads). `next` goes back to the front (its
 /// slot is empty: `pop_own` took it first), and runs right after the switch. Out of line and
-/// cold: the yield's common path stays small enough for its queue operations to be inlined
-/// (with this branch inline, `pop_own` was not, and a round trip took 33 instructions more).
+/// cold: it is rare, and the yield's common path stays small (`pop_own` and `lib_entry` are
+/// `#[inline]` because a round trip took 33 instructions more when LLVM stopped inlining them).
 #[cold]
 #[inline(never)]
 fn start_through_scheduler(s: &Sched, w: &Worker, next: *const Green, phase: u32) -> Switched {
