@@ -230,13 +230,8 @@ impl RuntimeConfig {
         (self.reclaim_budget >> k.saturating_sub(self.small_classes).min(31)).max(1)
     }
 
-    /// The smallest class whose chunks hold `reserve` bytes below a fresh chunk's SP, of the
-    /// standard class or above.
-    pub fn class_for(&self, reserve: usize) -> Option<usize> {
-        self.class_from(self.small_classes, reserve)
-    }
-
-    /// The smallest class from `min` up whose chunks hold `reserve` bytes.
+    /// The smallest class from `min` up whose chunks hold `reserve` bytes below a fresh chunk's
+    /// SP (`min`: the standard class for a chain that links no small classes).
     pub fn class_from(&self, min: usize, reserve: usize) -> Option<usize> {
         (min..=self.max_class()).find(|&k| self.class_capacity(k) >= reserve)
     }
