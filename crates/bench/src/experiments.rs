@@ -1299,6 +1299,45 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         counts: vec![],
         reductions: vec![],
     });
+    // Thread churn (issue 23's target: creating a thread costs no system call once warm).
+    let rounds: u64 = pick(size, 100_000, 20_000, 1_000);
+    list.push(Experiment {
+        name: "green_churn",
+        env: vec![
+            ("STACKRT_WORKERS".into(), "2".into()),
+            ("GOMAXPROCS".into(), "2".into()),
+        ],
+        race: Vec::new(),
+        green: &[],
+        title: "Thread churn: create 8 threads that return at once, join them, repeat",
+        figures: "beyond the thesis: the cost of one short-lived thread, created and joined, on 2 workers (2 Ps), against goroutines each joined through its own WaitGroup and gcc's OS threads",
+        sources: green_sources("churn.cm", "churn.go"),
+        x_label: "rounds",
+        log_x: false,
+        points: vec![Point {
+            x: rounds as f64,
+            args: vec![rounds.to_string()],
+            probe: None,
+            threads: 8,
+            work: Some(8.0 * rounds as f64),
+            x86_64_only: false,
+            go_least_bytes: 0,
+        }],
+        mechanisms: Mechanisms::All,
+        gcc: vec![GccLevel::O2NoSibling],
+        native: true,
+        go: true,
+        main_stack: MainStack::KiB(8 * 1024),
+        shape: Shape::PerUnit,
+        baseline: "traditional",
+        unit: "thread",
+        counts: vec![],
+        reductions: if size == Size::Full {
+            vec![]
+        } else {
+            vec![format!("rounds: 100000 -> {rounds}")]
+        },
+    });
     let alive: Vec<u64> = pick(
         size,
         vec![10_000, 100_000, 1_000_000],

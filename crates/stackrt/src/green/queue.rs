@@ -23,6 +23,19 @@
 //!   lock, only when it holds something: with fewer runnable threads than the ring holds, a
 //!   queue takes no lock. A steal takes half of it, at most half a ring.
 //!
+//! # When a thief steals
+//! A queue of a few threads whose worker keeps taking them is left to that worker: a thief
+//! steals from it only once the worker has taken nothing from it for [`STEAL_AGE`] (it is
+//! running one thread for that long), or when it holds at least [`STEAL_AT_ONCE`] threads.
+//! Threads created and joined in a loop (8 at a time) otherwise went to the spinning second
+//! worker as soon as they were queued, their joins woke the creator on the other core, and
+//! the creator moved from core to core with them: on this project's 2-core VM that took
+//! 2.5 times as long as on one worker in about one run in five (the phases when the two
+//! virtual CPUs sat far apart), while Go's peer stayed on one core. Go's scheduler keeps a
+//! thread's `runnext` from thieves for 3 µs (`runqgrab`) for the same reason; its thieves
+//! also arrive late, woken through a futex. Threads that run 3 µs or longer, and long queues,
+//! are spread as before.
+//!
 //! A yield takes its next thread and puts the yielding one back without a lock (a round trip
 //! took 74 ns with two lock/unlock pairs of `std` mutexes per yield, most of it in them).
 //!
@@ -31,7 +44,7 @@
 //! out of every scan until their OS threads start.
 
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU32, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -43,6 +56,13 @@ pub trait Word: Copy {
 
 /// Slots of a queue's ring (Go's `runq` has 256).
 pub const RING: usize = 256;
+
+/// How long a queue's worker must have taken nothing from it before a thief takes from a
+/// queue shorter than [`STEAL_AT_ONCE`] (module docs).
+pub const STEAL_AGE: std::time::Duration = std::time::Duration::from_micros(3);
+
+/// A queue this long is stolen from at once: its last thread waits for that many others.
+pub const STEAL_AT_ONCE: usize = RING / 8;
 
 /// Where [`RunQueues::pop`] found the thread it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +82,22 @@ struct Local {
     /// The overflow's length, written under its lock: a take looks at the overflow only when
     /// it holds something, without the lock.
     spilled: AtomicUsize,
+    /// This queue's worker as a thief: the short queue it waits to see stall
+    /// ([`RunQueues::stealable`]). Written and read only by this queue's worker.
+    watch: Watch,
 }
+
+/// A thief's record of one victim queue it found short and busy: which queue, what it looked
+/// like ([`Local::progress`]), and since when (nanoseconds after [`RunQueues`]'s epoch).
+/// Atomics only so that a queue is `Sync`; one OS thread uses them (`Relaxed`).
+struct Watch {
+    victim: AtomicUsize,
+    progress: AtomicUsize,
+    since: AtomicU64,
+}
+
+/// `Watch::victim` when no queue is watched.
+const NO_VICTIM: usize = usize::MAX;
 
 impl Local {
     fn new() -> Self {
@@ -72,7 +107,22 @@ impl Local {
             next: AtomicUsize::new(0),
             overflow: Mutex::new(VecDeque::new()),
             spilled: AtomicUsize::new(0),
+            watch: Watch {
+                victim: AtomicUsize::new(NO_VICTIM),
+                progress: AtomicUsize::new(0),
+                since: AtomicU64::new(0),
+            },
         }
+    }
+
+    /// A word that changes whenever a thread is taken from the queue (its `head` moves, its
+    /// next thread or its overflow's length changes): unchanged over [`STEAL_AGE`] means the
+    /// queue's worker took nothing meanwhile. (Two states that differ but give the same word
+    /// only delay a steal.)
+    fn progress(&self) -> usize {
+        (self.head.load(Acquire) as usize)
+            ^ self.next.load(Acquire).rotate_left(20)
+            ^ self.spilled.load(Acquire).rotate_left(40)
     }
 
     /// Runs `f` on the overflow under its lock and publishes its new length.
@@ -183,6 +233,11 @@ pub struct RunQueues<T> {
     rings: Box<[AtomicUsize]>,
     /// Queues in use: `queues[..live]`.
     live: AtomicUsize,
+    /// Time zero of the thieves' watches (`Watch::since`).
+    epoch: std::time::Instant,
+    /// [`STEAL_AGE`] in nanoseconds, or 0: every non-empty queue may be stolen from at once
+    /// ([`RunQueues::without_steal_age`]).
+    steal_age_ns: u64,
     _values: core::marker::PhantomData<Cell<T>>,
 }
 
@@ -211,8 +266,18 @@ impl<T: Word> RunQueues<T> {
             queues: (0..n).map(|_| Local::new()).collect(),
             rings,
             live: AtomicUsize::new(live.clamp(1, workers.max(1))),
+            epoch: std::time::Instant::now(),
+            steal_age_ns: STEAL_AGE.as_nanos() as u64,
             _values: core::marker::PhantomData,
         }
+    }
+
+    /// These queues with every non-empty queue open to thieves at once, whatever its length
+    /// and age: a model that predicts every steal from the queues' contents alone (the age
+    /// rule depends on time; its own tests are below).
+    pub fn without_steal_age(mut self) -> Self {
+        self.steal_age_ns = 0;
+        self
     }
 
     fn ring(&self, w: usize) -> &[AtomicUsize] {
@@ -283,6 +348,9 @@ impl<T: Word> RunQueues<T> {
         for k in 1..n {
             let v = (w + k) % n;
             let victim = &self.queues[v];
+            if !self.stealable(w, v) {
+                continue;
+            }
             // The older threads first: half the overflow (at most half a ring: Go takes at
             // most that from its global queue; half of ten million threads moved at once
             // cost 40 MB of a temporary list), else half the ring.
@@ -314,6 +382,39 @@ impl<T: Word> RunQueues<T> {
             }
         }
         None
+    }
+
+    /// Whether worker `w` may steal from worker `v`'s queue now (module docs, "When a thief
+    /// steals"): it holds [`STEAL_AT_ONCE`] threads or more, or some and `w` has seen it
+    /// unchanged for [`STEAL_AGE`]. `w` watches one short queue at a time; with more workers
+    /// it moves to another only when the one it watches is empty or was taken from.
+    fn stealable(&self, w: usize, v: usize) -> bool {
+        let victim = &self.queues[v];
+        let len = victim.len();
+        if len == 0 {
+            return false;
+        }
+        if len >= STEAL_AT_ONCE || self.steal_age_ns == 0 {
+            return true;
+        }
+        let watch = &self.queues[w].watch;
+        let progress = victim.progress();
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let watched = watch.victim.load(Relaxed);
+        if watched == v && watch.progress.load(Relaxed) == progress {
+            return now.saturating_sub(watch.since.load(Relaxed)) >= self.steal_age_ns;
+        }
+        let idle_watch = watched == NO_VICTIM
+            || watched == v
+            || watched >= self.workers()
+            || self.queues[watched].len() == 0
+            || self.queues[watched].progress() != watch.progress.load(Relaxed);
+        if idle_watch {
+            watch.victim.store(v, Relaxed);
+            watch.progress.store(progress, Relaxed);
+            watch.since.store(now, Relaxed);
+        }
+        false
     }
 
     /// Threads queued on worker `w` (a snapshot while others push and take).
@@ -385,11 +486,50 @@ mod tests {
         for i in 1..=10 {
             q.push(0, Id(i));
         }
+        // A short queue is the owner's until it stalls.
+        assert_eq!(q.pop(1), None);
+        std::thread::sleep(STEAL_AGE * 2);
         assert_eq!(q.pop(1), Some((Id(1), Source::Stolen(0))));
         assert_eq!(q.len_of(1), 4);
         assert_eq!(q.len_of(0), 5);
         assert_eq!(q.pop_own(0), Some(Id(6)));
         assert_eq!(q.pop_own(1), Some(Id(2)));
+    }
+
+    #[test]
+    fn a_short_queue_its_owner_takes_from_is_not_stolen() {
+        let q = RunQueues::<Id>::new(2);
+        for i in 1..=8 {
+            q.push(0, Id(i));
+        }
+        let mut owner_took = 0;
+        for _ in 0..4 {
+            assert_eq!(q.pop(1), None);
+            std::thread::sleep(STEAL_AGE * 2);
+            // The owner takes one and queues another within the age: still no steal.
+            assert!(q.pop_own(0).is_some());
+            owner_took += 1;
+            q.push(0, Id(100 + owner_took));
+        }
+        assert_eq!(q.pop(1), None);
+        // Now it stalls.
+        std::thread::sleep(STEAL_AGE * 2);
+        assert!(matches!(q.pop(1), Some((_, Source::Stolen(0)))));
+    }
+
+    #[test]
+    fn a_long_queue_is_stolen_from_at_once() {
+        let q = RunQueues::<Id>::new(2);
+        for i in 1..=STEAL_AT_ONCE {
+            q.push(0, Id(i));
+        }
+        assert_eq!(q.pop(1), Some((Id(1), Source::Stolen(0))));
+        // Its next thread alone, once stalled.
+        let q = RunQueues::<Id>::new(2);
+        q.push_front(0, Id(7));
+        assert_eq!(q.pop(1), None);
+        std::thread::sleep(STEAL_AGE * 2);
+        assert_eq!(q.pop(1), Some((Id(7), Source::Stolen(0))));
     }
 
     /// Every value pushed comes out exactly once while owners push and take and others steal
