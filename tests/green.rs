@@ -925,18 +925,32 @@ fn blocking_calls_hand_the_worker_on() {
 }
 
 /// Two green threads spin in `while (flag == 0) n = n + 1;`, a loop that makes no call, and a
-/// third sets `flag` once both have started, spinning until then (tests/green/spin.cm),
-/// compiled with `--preempt-loops`: three spinning threads on one or two workers, so the
-/// program ends only if one is preempted at its loop head, whatever the order the scheduler
-/// picks (before, the setter could run first on the second worker and no preemption was needed). Every mechanism, both targets, one and two workers, and seeded deterministic
-/// runs, whose polls are decisions. The expected line is gcc's with the oracle's thread
-/// library.
+/// third sets `flag` once both have started, spinning until then (tests/green/spin.cm):
+/// three spinning threads on one or two workers, so the program ends only if one is preempted
+/// inside its loop, whatever the order the scheduler picks (before, the setter could run first
+/// on the second worker and no preemption was needed). Built as it is (the monitor's signal
+/// preempts a thread anywhere in compiled code) and with `--preempt-loops` (polls at loop
+/// heads). Every mechanism, both targets, one and two workers, and seeded deterministic runs
+/// of the polled build, whose polls are decisions. The expected line is gcc's with the
+/// oracle's thread library.
 #[test]
 fn loops_without_calls_are_preempted_under_every_mechanism() {
     let dir = tempfile::tempdir().unwrap();
     let want = "flag 1, both spinners saw it\n";
     for target in TARGETS {
         for mech in common::MECHS {
+            let plain = build("tests/green/spin.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&plain);
+                cmd.env("STACKRT_WORKERS", workers)
+                    .env("STACKRT_STATS", "1");
+                let o = run_within(cmd, Duration::from_secs(60), "spin");
+                let what = format!("{target} {mech} {workers} workers, no polls");
+                let err = text(&o.stderr);
+                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                assert_eq!(text(&o.stdout), want, "{what}");
+                assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+            }
             let exe = build_polled("tests/green/spin.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {
                 let mut cmd = Command::new(&exe);
@@ -961,32 +975,45 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
     }
 }
 
-/// tests/green/poll_regs.cm, compiled with `--preempt-loops`: four threads whose loops keep four
-/// ints and two doubles in registers are preempted at the loop-head poll again and again
-/// (100 us slices) on one and two workers; the poll clobbers no register (the compiled code
-/// saves them in the runtime's thread-local area, which a preempted thread takes along), so
-/// every sum is gcc's (`gcc` with tests/oracle/sthread.c, x86-64 and -m32 print the same).
-/// Without the runtime carrying the area over the switch every line is wrong.
+/// tests/green/poll_regs.cm: four threads whose loops keep four ints and two doubles in
+/// registers are preempted again and again (100 us slices) on one and two workers, so every
+/// sum is gcc's (`gcc` with tests/oracle/sthread.c, x86-64 and -m32 print the same) only if
+/// a preemption keeps every register. Built as it is, they are preempted anywhere in the loop
+/// by the monitor's signal: the stub saves every register, the flags and the x87/SSE state,
+/// and the thread resumes from them on whichever worker. With `--preempt-loops`, at the loop
+/// head's poll, which clobbers no register (the compiled code saves them in the runtime's
+/// thread-local area, which a preempted thread takes along); without the runtime carrying
+/// the area over the switch every line is wrong.
 #[test]
-fn loops_keep_their_registers_across_preemption_at_a_poll() {
+fn loops_keep_their_registers_across_preemption() {
     let dir = tempfile::tempdir().unwrap();
     let want = "0: 1328293569 5000007.389055\n1: 1314738631 5000007.889055\n\
                 2: 1217559757 5000008.389055\n3: 1270919127 5000008.889055\n";
     for target in TARGETS {
         for mech in common::MECHS {
-            let exe = build_polled("tests/green/poll_regs.cm", dir.path(), mech, target);
-            for workers in ["1", "2"] {
-                let mut cmd = Command::new(&exe);
-                cmd.args(["4", "20000000"])
-                    .env("STACKRT_WORKERS", workers)
-                    .env("STACKRT_TIMESLICE", "100us")
-                    .env("STACKRT_STATS", "1");
-                let o = run_within(cmd, Duration::from_secs(60), "poll_regs");
-                let what = format!("{target} {mech} {workers} workers");
-                let err = text(&o.stderr);
-                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
-                assert_eq!(text(&o.stdout), want, "{what}");
-                assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+            for (how, exe) in [
+                (
+                    "signal",
+                    build("tests/green/poll_regs.cm", dir.path(), mech, target),
+                ),
+                (
+                    "polls",
+                    build_polled("tests/green/poll_regs.cm", dir.path(), mech, target),
+                ),
+            ] {
+                for workers in ["1", "2"] {
+                    let mut cmd = Command::new(&exe);
+                    cmd.args(["4", "20000000"])
+                        .env("STACKRT_WORKERS", workers)
+                        .env("STACKRT_TIMESLICE", "100us")
+                        .env("STACKRT_STATS", "1");
+                    let o = run_within(cmd, Duration::from_secs(60), "poll_regs");
+                    let what = format!("{target} {mech} {workers} workers, {how}");
+                    let err = text(&o.stderr);
+                    assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                    assert_eq!(text(&o.stdout), want, "{what}");
+                    assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+                }
             }
         }
     }

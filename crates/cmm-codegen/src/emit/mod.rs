@@ -143,11 +143,13 @@ pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, Em
     let printed = print_all(p, opts.target, mech)?;
     let mut frame_sizes = Vec::with_capacity(p.functions.len());
     let mut rodata = String::new();
+    code_begin(p, &mut out);
     for f in printed {
         out.push_str(&f.text);
         rodata.push_str(&f.rodata);
         frame_sizes.push(f.frame_size);
     }
+    code_end(p, &mut out);
     emit_data(p, opts, mech, &frame_sizes, &rodata, &mut out);
     out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
     Ok(out)
@@ -225,6 +227,7 @@ pub(crate) fn emit_sized_program<M: Mechanism>(
     out.push_str("\t.text\n");
     let mut frame_sizes = Vec::with_capacity(p.functions.len());
     let mut rodata = String::new();
+    code_begin(p, &mut out);
     for (a, b) in first.iter().zip(&second) {
         if a.frame_size != b.frame_size {
             return Err(whole(format!(
@@ -236,10 +239,32 @@ pub(crate) fn emit_sized_program<M: Mechanism>(
         rodata.push_str(&b.rodata);
         frame_sizes.push(b.frame_size);
     }
+    code_end(p, &mut out);
     emit_data(p, opts, &mech, &frame_sizes, &rodata, &mut out);
     emit_chunk_size(chunk_size, &mut out);
     out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
     Ok(out)
+}
+
+/// Green-thread programs: the label before the first function of the compiled code (the
+/// runtime preempts a green thread asynchronously only between it and [`code_end`]'s label;
+/// `lookahead` programs always have both, for their checkpoints' preemption).
+fn code_begin(p: &LoweredProgram, out: &mut String) {
+    if crate::lower::is_green_threads(p) {
+        let sym = mech::lookahead::CODE_BEGIN_SYMBOL;
+        let _ = writeln!(out, "\t.globl {sym}\n{sym}:");
+    }
+}
+
+/// See [`code_begin`]: after every function and every slow path (`.subsection 1`).
+fn code_end(p: &LoweredProgram, out: &mut String) {
+    if crate::lower::is_green_threads(p) {
+        let sym = mech::lookahead::CODE_END_SYMBOL;
+        let _ = writeln!(
+            out,
+            "\t.subsection 2\n\t.globl {sym}\n{sym}:\n\t.subsection 0"
+        );
+    }
 }
 
 /// Checks that the program was lowered for the target's pointer width.

@@ -103,6 +103,10 @@ struct Printer<'a> {
     /// (started before, finished after), so its monitor can hand off a worker whose thread is
     /// inside one C call for long.
     count_ccalls: bool,
+    /// Green threads: the printed ranges asynchronous preemption must not interrupt (begin and
+    /// end labels, see [`Printer::no_preempt_since`]), and the count of such labels.
+    no_preempt: Option<Vec<(String, String)>>,
+    np_labels: u32,
 }
 
 /// Allocates registers for `vc` and prints function `index` of `p`.
@@ -187,6 +191,8 @@ pub fn print_function(
         ret_only: Vec::new(),
         branch_only: Vec::new(),
         count_ccalls: crate::lower::is_green_threads(p),
+        no_preempt: crate::lower::is_green_threads(p).then(Vec::new),
+        np_labels: 0,
     };
     for b in 0..vc.num_blocks() {
         let items: Vec<_> = ra.block_insts_and_edits(vc, Block::new(b)).collect();
@@ -233,7 +239,9 @@ pub fn print_function(
         "\t.long {1}\t# argument bytes\n{0}:",
         lf.symbol, arg_bytes
     );
+    let start = pr.out.len();
     mech.prologue(&frame, &mut pr.out);
+    pr.no_preempt_since(start);
     for (r, off) in pr.saved.clone() {
         let w = pr.word();
         pr.line(format!(
@@ -283,6 +291,9 @@ pub fn print_function(
     }
     pr.out = peephole(&pr.out, target.sp(), &format!(".Lf{index}b"));
     let _ = writeln!(pr.out, "\t.size {0}, .-{0}", lf.symbol);
+    if let Some(ranges) = pr.no_preempt.take() {
+        no_preempt_table(&mut pr.out, target, &ranges);
+    }
     for (k, bits) in pr.consts.iter().enumerate() {
         let _ = writeln!(
             pr.rodata,
@@ -345,7 +356,7 @@ fn peephole(text: &str, sp: &str, block_prefix: &str) -> String {
             out.push('\n');
             continue;
         }
-        if is_label(l) {
+        if is_label(l) && !l.starts_with(NO_PREEMPT_LABEL) {
             let name = &l[..l.len() - 1];
             dropping =
                 name.starts_with(block_prefix) && prev_ends_flow && !referenced.contains(name);
@@ -364,6 +375,41 @@ fn peephole(text: &str, sp: &str, block_prefix: &str) -> String {
     out
 }
 
+/// The prefix of the labels around ranges asynchronous preemption must not interrupt.
+const NO_PREEMPT_LABEL: &str = ".Lnp";
+
+/// The section of the table of those ranges: pairs of addresses (begin, end), a pointer each.
+/// The linker defines `__start_` and `__stop_` symbols around it (its name is a C identifier),
+/// which the runtime reads (mirrors `stackrt::base::abi::NO_PREEMPT_SECTION`).
+pub const NO_PREEMPT_SECTION: &str = "cmm_nopreempt";
+
+/// Appends to `text` the table entries of the `ranges` whose labels `text` still holds (the
+/// peephole drops blocks no jump reaches, and the ranges inside them).
+fn no_preempt_table(text: &mut String, target: Target, ranges: &[(String, String)]) {
+    let present: std::collections::HashSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(NO_PREEMPT_LABEL))
+        .map(|l| l.trim_end_matches(':'))
+        .collect();
+    let kept: Vec<&(String, String)> = ranges
+        .iter()
+        .filter(|(b, e)| present.contains(b.as_str()) && present.contains(e.as_str()))
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    let word = match target {
+        Target::I686 => ".long",
+        Target::X86_64 => ".quad",
+    };
+    let mut table = format!("\t.pushsection {NO_PREEMPT_SECTION},\"a\"\n");
+    for (b, e) in kept {
+        let _ = writeln!(table, "\t{word} {b}, {e}");
+    }
+    table.push_str("\t.popsection\n");
+    text.push_str(&table);
+}
+
 fn ptr_kw(w: Width) -> &'static str {
     match w {
         Width::B8 => "byte",
@@ -375,6 +421,47 @@ fn ptr_kw(w: Width) -> &'static str {
 impl<'a> Printer<'a> {
     fn label(&self, b: Block) -> String {
         format!(".Lf{}b{}", self.fi, b.index())
+    }
+
+    /// Marks the text printed since byte `start` of the output as a range asynchronous
+    /// preemption must not interrupt (green threads only): a mechanism's sequence or a C call,
+    /// which may hold a value of the worker OS thread (a thread-local free list, the worker's
+    /// C stack, the C-call counters) across instructions; a thread preempted there could
+    /// resume on another worker. Each `.subsection` switch inside starts a new range (the
+    /// subsections are laid out apart).
+    fn no_preempt_since(&mut self, start: usize) {
+        if self.no_preempt.is_none() || self.out[start..].trim().is_empty() {
+            return;
+        }
+        let tail = self.out.split_off(start);
+        let mut begin = self.np_label();
+        let _ = writeln!(self.out, "{begin}:");
+        for line in tail.lines() {
+            if line.trim_start().starts_with(".subsection") {
+                let end = self.np_label();
+                let _ = writeln!(self.out, "{end}:");
+                self.no_preempt
+                    .as_mut()
+                    .expect("checked")
+                    .push((begin, end));
+                let _ = writeln!(self.out, "{line}");
+                begin = self.np_label();
+                let _ = writeln!(self.out, "{begin}:");
+            } else {
+                let _ = writeln!(self.out, "{line}");
+            }
+        }
+        let end = self.np_label();
+        let _ = writeln!(self.out, "{end}:");
+        self.no_preempt
+            .as_mut()
+            .expect("checked")
+            .push((begin, end));
+    }
+
+    fn np_label(&mut self) -> String {
+        self.np_labels += 1;
+        format!("{NO_PREEMPT_LABEL}{}_{}", self.fi, self.np_labels)
     }
 
     fn local_label(&mut self, what: &str) -> String {
@@ -1000,7 +1087,9 @@ impl<'a> Printer<'a> {
             ));
         }
         let frame = self.frame;
+        let start = self.out.len();
         self.mech.epilogue(&frame, &mut self.out);
+        self.no_preempt_since(start);
         Ok(())
     }
 
@@ -1022,6 +1111,7 @@ impl<'a> Printer<'a> {
                 arg_bytes,
                 return_label: &ret_label,
             };
+            let start = self.out.len();
             let mut pre = String::new();
             let at = self.depth;
             self.depth += self.mech.call_prefix(&site, &mut pre);
@@ -1033,6 +1123,7 @@ impl<'a> Printer<'a> {
             let mut post = String::new();
             self.mech.call_suffix(&site, &mut post);
             self.out.push_str(&post);
+            self.no_preempt_since(start);
             self.depth = 0;
             self.base = None;
             return Ok(());
@@ -1053,6 +1144,7 @@ impl<'a> Printer<'a> {
             arg_bytes: pad + arg_bytes,
             return_label: "",
         };
+        let start = self.out.len();
         if info.saves_all {
             self.poll_save(true);
         }
@@ -1108,6 +1200,7 @@ impl<'a> Printer<'a> {
         if info.saves_all {
             self.poll_save(false);
         }
+        self.no_preempt_since(start);
         self.depth = 0;
         Ok(())
     }
@@ -1196,6 +1289,8 @@ mod tests {
         assert_eq!(super::POLL_SAVE_SYMBOL, "stackrt_poll_save");
         // Mirrored in stackrt::base::abi::CCALLS_SYMBOL (checked there too).
         assert_eq!(super::CCALLS_SYMBOL, "stackrt_ccalls");
+        // Mirrored in stackrt::base::abi::NO_PREEMPT_SECTION (checked there too).
+        assert_eq!(super::NO_PREEMPT_SECTION, "cmm_nopreempt");
     }
 
     #[test]

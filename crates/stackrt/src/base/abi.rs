@@ -84,6 +84,11 @@ pub const CALLBACK_UNSUPPORTED: &str = "stackrt_callback_unsupported";
 /// code keeps (`crate::base::ccalls`).
 pub const CCALLS_SYMBOL: &str = "stackrt_ccalls";
 
+/// The section of the table of address ranges of compiled code that asynchronous preemption must
+/// not interrupt (pairs of pointers, begin and end; `crate::green::preempt_async`); the linker
+/// defines `__start_cmm_nopreempt` and `__stop_cmm_nopreempt` around it.
+pub const NO_PREEMPT_SECTION: &str = "cmm_nopreempt";
+
 /// The thread-local area where the emission stage's loop-head polls save the C ABI's
 /// caller-saved registers around their call (`crate::green::sched::polls::POLL_SAVE_BYTES`).
 pub const POLL_SAVE_SYMBOL: &str = "stackrt_poll_save";
@@ -209,6 +214,9 @@ mod tests {
         assert_eq!(POLL_SAVE_SYMBOL, "stackrt_poll_save");
         // Mirrored in cmm_codegen::emit::print::CCALLS_SYMBOL (checked there too).
         assert_eq!(CCALLS_SYMBOL, "stackrt_ccalls");
+        // Mirrored in cmm_codegen::emit::print::NO_PREEMPT_SECTION (checked there too); the
+        // section's bounds are referenced by name in `base::program`'s weak references.
+        assert_eq!(NO_PREEMPT_SECTION, "cmm_nopreempt");
     }
 
     #[test]

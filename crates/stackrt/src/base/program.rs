@@ -96,13 +96,38 @@ weak_symbol!(
 );
 
 weak_symbol!(
-    /// Address of `__cmm_code_begin` (only `lookahead` programs define it), or 0.
+    /// Address of `__cmm_code_begin` (`lookahead` programs and the emission stage's
+    /// green-thread programs define it), or 0.
     fn code_begin => "__cmm_code_begin", stackrt_code_begin_ref
 );
 weak_symbol!(
     /// Address of `__cmm_code_end`, or 0.
     fn code_end => "__cmm_code_end", stackrt_code_end_ref
 );
+
+weak_symbol!(
+    /// Address of `__start_cmm_nopreempt`, the table of ranges asynchronous preemption must not
+    /// interrupt (green-thread programs of the emission stage: see
+    /// `crate::base::abi::NO_PREEMPT_SECTION`), or 0.
+    fn no_preempt_start => "__start_cmm_nopreempt", stackrt_no_preempt_start_ref
+);
+weak_symbol!(
+    /// Address of `__stop_cmm_nopreempt`, or 0.
+    fn no_preempt_stop => "__stop_cmm_nopreempt", stackrt_no_preempt_stop_ref
+);
+
+/// The program's table of `(begin, end)` ranges of compiled code that asynchronous preemption
+/// must not interrupt, in the order the compiler wrote them (empty if it has none).
+pub fn no_preempt_ranges() -> &'static [[usize; 2]] {
+    let (start, stop) = (no_preempt_start(), no_preempt_stop());
+    if start == 0 || stop <= start {
+        return &[];
+    }
+    let n = (stop - start) / core::mem::size_of::<[usize; 2]>();
+    // SAFETY: the linker's bounds of the program's read-only section of pointer pairs, which
+    // lives as long as the program.
+    unsafe { core::slice::from_raw_parts(start as *const [usize; 2], n) }
+}
 
 /// The program's compiled code, `[begin, end)`, if it marks it (`lookahead` programs: see
 /// `crate::base::abi::CODE_BEGIN_SYMBOL`).

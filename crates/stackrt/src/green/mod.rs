@@ -3,7 +3,8 @@
 //! `crate::green::arch`) and the stacks a context runs on, [`stacks`] the green threads'
 //! stack blocks, [`sizing`] their sizes learned per entry function, [`fixed_stacks`] the
 //! reuse of fixed stacks, [`queue`] the per-worker run queues with work stealing, [`sched`] the
-//! scheduler, [`preempt`] preemption at `lookahead` checkpoints, [`det`] the deterministic mode
+//! scheduler, [`preempt`] preemption at `lookahead` checkpoints and the monitor's signal,
+//! [`preempt_async`] preemption anywhere in compiled code, [`det`] the deterministic mode
 //! (`STACKRT_SCHED`) and [`sync`] parking locks and the green mutex.
 
 mod arch;
@@ -11,6 +12,7 @@ pub mod context;
 pub mod det;
 pub mod fixed_stacks;
 pub mod preempt;
+pub mod preempt_async;
 pub mod queue;
 pub mod sched;
 pub mod sizing;

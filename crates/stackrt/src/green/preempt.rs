@@ -36,7 +36,7 @@
 //! same program and input) is a scheduling decision of the seed.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
@@ -54,6 +54,8 @@ pub const PREEMPT_SIGNAL: Signal = Signal::SIGURG;
 /// The compiled code's range, `[begin, end)`, for the handler.
 static CODE_BEGIN: AtomicUsize = AtomicUsize::new(0);
 static CODE_END: AtomicUsize = AtomicUsize::new(0);
+/// Whether the program is a `lookahead` one (its checkpoints can be poisoned).
+static LOOKAHEAD: AtomicBool = AtomicBool::new(false);
 
 /// Parses `STACKRT_TIMESLICE`: a number with the unit `us`, `ms` (the default) or `s`; `0`
 /// or `off` turns preemption off (`None`).
@@ -88,20 +90,23 @@ pub enum Preemption {
     Off,
     /// Every checkpoint that enters the runtime is a decision of the deterministic scheduler.
     Deterministic,
-    /// A monitor poisons a thread's chunk limit after each slice it ran (and asks its loops
-    /// to yield, as under [`Preemption::Polls`]).
+    /// A monitor signals the worker of a thread that ran a whole slice: the thread is
+    /// preempted where it is (`super::preempt_async`), or under `lookahead` at its next
+    /// checkpoint (its chunk limit poisoned) where it cannot be; its loops are asked to yield
+    /// too, as under [`Preemption::Polls`], when compiled with polls.
     Slice(Duration),
     /// A monitor asks a thread that ran for a whole slice to yield at its next loop head
-    /// (`super::sched::polls`); no checkpoints (the mechanisms other than `lookahead`).
+    /// (`super::sched::polls`) only: programs whose compiled code is not marked (the native
+    /// back end), or where the signal handler cannot be installed.
     Polls(Duration),
 }
 
-/// Sets preemption up for a program whose threads run on chunks (`chunked`) or not, with or
-/// without the deterministic scheduler (`det`). The caller registers its checkpoint hook
-/// (`crate::chunk::poison::set_checkpoint_hook`) unless the answer is [`Preemption::Off`], and
-/// runs a monitor for a slice. Ends the program with one line if `STACKRT_TIMESLICE` is
-/// malformed.
-pub fn configure(chunked: bool, det: bool) -> Preemption {
+/// Sets preemption up for a `lookahead` program or another, with or without the deterministic
+/// scheduler (`det`). Under `lookahead` the caller registers its checkpoint hook
+/// (`crate::chunk::poison::set_checkpoint_hook`) unless the answer is [`Preemption::Off`] or
+/// [`Preemption::Polls`]; it runs a monitor for a slice. Ends the program with one line if
+/// `STACKRT_TIMESLICE` is malformed.
+pub fn configure(lookahead: bool, det: bool) -> Preemption {
     let slice = match std::env::var("STACKRT_TIMESLICE") {
         Ok(v) => parse_slice(&v).unwrap_or_else(|e| {
             crate::base::diag::fail(
@@ -112,7 +117,7 @@ pub fn configure(chunked: bool, det: bool) -> Preemption {
         Err(_) => Some(DEFAULT_SLICE),
     };
     if det {
-        return if chunked {
+        return if lookahead {
             Preemption::Deterministic
         } else {
             Preemption::Off
@@ -121,41 +126,52 @@ pub fn configure(chunked: bool, det: bool) -> Preemption {
     let Some(slice) = slice else {
         return Preemption::Off;
     };
-    if !chunked {
-        return Preemption::Polls(slice);
-    }
     let Some((begin, end)) = crate::base::program::code_range() else {
         return Preemption::Polls(slice);
     };
     CODE_BEGIN.store(begin, Relaxed);
     CODE_END.store(end, Relaxed);
-    poison::thread_init();
+    LOOKAHEAD.store(lookahead, Relaxed);
+    if lookahead {
+        poison::thread_init();
+    }
+    super::preempt_async::init();
     let action = SigAction::new(
         SigHandler::SigAction(on_preempt),
         SaFlags::SA_SIGINFO | SaFlags::SA_ONSTACK | SaFlags::SA_RESTART,
         SigSet::empty(),
     );
-    // SAFETY: the handler only reads its context and TLS and writes one header word
-    // (async-signal-safe); it runs on the worker's alternate stack.
+    // SAFETY: the handler only reads its context and TLS and writes TLS words, its context
+    // and one header word (async-signal-safe); it runs on the worker's alternate stack.
     if unsafe { sigaction(PREEMPT_SIGNAL, &action) }.is_err() {
         return Preemption::Polls(slice);
     }
     Preemption::Slice(slice)
 }
 
-/// `SIGURG`: poisons the running chunk's limit if the thread was interrupted in compiled code.
+/// `SIGURG`: if the thread was interrupted in compiled code, sends it to yield where it is
+/// (`super::preempt_async::redirect`) or, where it cannot (a marked range, a C call), under
+/// `lookahead` poisons the running chunk's limit.
 extern "C" fn on_preempt(_sig: c_int, _info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let uc = ctx.cast::<libc::ucontext_t>();
     // SAFETY: the kernel passes a valid ucontext to an SA_SIGINFO handler; gregs holds the
-    // interrupted thread's registers.
-    let gregs = unsafe { &(*uc).uc_mcontext.gregs };
+    // interrupted thread's registers, which the kernel loads back from it on return.
+    let gregs = unsafe { &mut (*uc).uc_mcontext.gregs };
     let pc = gregs[regs::PC] as usize;
     if pc < CODE_BEGIN.load(Relaxed) || pc >= CODE_END.load(Relaxed) {
         return;
     }
-    // SAFETY: in compiled `lookahead` code the chunk register always holds the header of the
-    // chunk the thread runs on, a chunk of its chain (the ABI contract, `crate::base::abi`).
-    unsafe { poison::arm(gregs[regs::CHUNK] as usize) };
+    // SAFETY: the context of this OS thread, interrupted in compiled code, which only green
+    // threads run while a monitor signals.
+    if unsafe { super::preempt_async::redirect(gregs) } {
+        return;
+    }
+    if LOOKAHEAD.load(Relaxed) {
+        // SAFETY: in compiled `lookahead` code the chunk register always holds the header of
+        // the chunk the thread runs on, a chunk of its chain (the ABI contract,
+        // `crate::base::abi`).
+        unsafe { poison::arm(gregs[regs::CHUNK] as usize) };
+    }
 }
 
 /// Whether the OS thread `tid` of this process is running or runnable (`R` in

@@ -23,7 +23,9 @@ impl Sched {
             crate::chunk::global::swap_chain(unsafe { &mut *gr.chain() });
             if self.first_chunk_in_block && after != After::Exit && self.det.is_none() {
                 // SAFETY: as above; its saved SP was written by its switch.
-                let used = unsafe { (*gr.chain()).outgrown_use(*gr.sp.get()) };
+                let sp = crate::green::preempt_async::thread_sp(unsafe { *gr.sp.get() });
+                // SAFETY: as above.
+                let used = unsafe { (*gr.chain()).outgrown_use(sp) };
                 if let Some(used) = used {
                     crate::green::sizing::learn(gr.fp, used);
                 }

@@ -190,7 +190,7 @@ impl Sched {
                 && preempt::os_thread_running(w.tid.load(Relaxed))
             {
                 self.request_poll(w);
-                if self.poisons {
+                if self.signals {
                     preempt::signal(w.os_thread.load(Relaxed) as libc::pthread_t);
                 }
             }

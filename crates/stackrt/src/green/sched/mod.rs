@@ -34,6 +34,7 @@
 //! touches a thread-local.
 
 mod after;
+pub(crate) mod async_resume;
 mod det_mode;
 mod entry;
 mod handler_stacks;
@@ -58,6 +59,7 @@ use super::context::{self, Stack};
 use super::det::Det;
 use super::fixed_stacks::{StackCache, StackPool};
 use super::preempt::{self, Preemption};
+use super::preempt_async;
 use super::queue::{RunQueues, Source};
 use super::stacks::{BlockCache, Blocks};
 use crate::base::spin::RawSpin;
@@ -223,8 +225,9 @@ pub struct Sched {
     /// Active slots (kept at `n_workers`) and handed-off ones (blocked in a call).
     active: AtomicUsize,
     handed: AtomicUsize,
-    /// The monitor also poisons chunk limits (`lookahead`, [`preempt`]).
-    poisons: bool,
+    /// The monitor also signals a worker whose thread ran a whole slice ([`preempt`]: the
+    /// thread is preempted where it is, or at its next `lookahead` checkpoint).
+    signals: bool,
     /// Workers asked to yield at a loop head that have not yet ([`polls`]).
     poll_pending: AtomicUsize,
     /// Loop-head polls of the deterministic mode, which decides at every
@@ -306,14 +309,16 @@ pub fn start(abi: u32) -> &'static Green {
     let lookahead = abi == crate::base::abi::ABI_LOOKAHEAD;
     let chunked =
         lookahead || abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE;
-    let (slice, poisons) = match preempt::configure(lookahead, det.is_some()) {
+    let (slice, signals) = match preempt::configure(lookahead, det.is_some()) {
         Preemption::Off => (None, false),
         Preemption::Deterministic => {
             poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
             (None, false)
         }
         Preemption::Slice(d) => {
-            poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
+            if lookahead {
+                poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
+            }
             (Some(d), true)
         }
         Preemption::Polls(d) => (Some(d), false),
@@ -365,7 +370,7 @@ pub fn start(abi: u32) -> &'static Green {
         started: AtomicUsize::new(n),
         active: AtomicUsize::new(n),
         handed: AtomicUsize::new(0),
-        poisons,
+        signals,
         poll_pending: AtomicUsize::new(0),
         det_polls: AtomicUsize::new(0),
         idle: Mutex::new(()),
@@ -457,6 +462,7 @@ impl Worker {
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
         poison::thread_init();
         polls::register_flag(self);
+        super::preempt_async::worker_init();
     }
 
     /// Counts `by` switches in [`Worker::tick`] (only the worker's own thread writes it).
@@ -638,8 +644,9 @@ impl Sched {
         gr.announce();
         w.bump_tick(1);
         // SAFETY: `sched_sp` is this worker's, written by the switch; `gr.sp` is the saved
-        // context of a suspended thread (prepared above or saved by its last switch out).
-        unsafe { context::switch(w.sched_sp.get(), *gr.sp.get()) };
+        // context of a suspended thread (prepared above, saved by its last switch out, or its
+        // asynchronous preemption's frame).
+        unsafe { async_resume::resume_or_switch(w.sched_sp.get(), gr.sp.get()) };
         // Not necessarily `g`: threads switch directly to each other (`yield_direct`); the one
         // that switched back is the worker's current thread.
         self.after_switch(w, w.current.get());
@@ -746,7 +753,10 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
     // SAFETY: `next` was queued, so it is alive and switched out, and now this worker's; `cur`
     // is the running thread.
     let (nx, cr) = unsafe { (&*next, &*cur) };
-    if !nx.started.get() {
+    // A preempted thread resumes from its frame, through the scheduler context too.
+    // SAFETY: `next` is switched out: its saved stack pointer is written.
+    let preempted = preempt_async::frame_of(unsafe { *nx.sp.get() }).is_some();
+    if !nx.started.get() || preempted {
         return start_through_scheduler(s, w, next, phase);
     }
     if s.chunked {
