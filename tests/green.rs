@@ -930,9 +930,10 @@ fn blocking_calls_hand_the_worker_on() {
 /// inside its loop, whatever the order the scheduler picks (before, the setter could run first
 /// on the second worker and no preemption was needed). Built as it is (the monitor's signal
 /// preempts a thread anywhere in compiled code) and with `--preempt-loops` (polls at loop
-/// heads). Every mechanism, both targets, one and two workers, and seeded deterministic runs
-/// of the polled build, whose polls are decisions. The expected line is gcc's with the
-/// oracle's thread library.
+/// heads). Every mechanism, both targets, one and two workers, and seeded deterministic runs:
+/// of the polled build, whose polls are decisions, and of the plain build, recorded and
+/// replayed, whose spinners are preempted by time without a decision. The expected line is
+/// gcc's with the oracle's thread library.
 #[test]
 fn loops_without_calls_are_preempted_under_every_mechanism() {
     let dir = tempfile::tempdir().unwrap();
@@ -950,6 +951,30 @@ fn loops_without_calls_are_preempted_under_every_mechanism() {
                 assert_eq!(o.status.code(), Some(0), "{what}: {err}");
                 assert_eq!(text(&o.stdout), want, "{what}");
                 assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+            }
+            // Seeded: a spinner that reaches no decision point for a long slice is preempted
+            // by time, without a decision of the seed, so a recorded trace replays.
+            for seed in ["1", "2"] {
+                let trace = dir
+                    .path()
+                    .join(format!("spin-{target}-{mech}-{seed}.trace"));
+                let mut cmd = Command::new(&plain);
+                cmd.env("STACKRT_SCHED", format!("random:{seed}"))
+                    .env("STACKRT_SCHED_TRACE", &trace);
+                let o = run_within(cmd, Duration::from_secs(60), "spin, seeded, no polls");
+                let what = format!("{target} {mech} seed {seed}, no polls");
+                assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o.stderr));
+                assert_eq!(text(&o.stdout), want, "{what}");
+                let mut cmd = Command::new(&plain);
+                cmd.env("STACKRT_SCHED", format!("replay:{}", trace.display()));
+                let o = run_within(cmd, Duration::from_secs(60), "spin, replayed, no polls");
+                assert_eq!(
+                    o.status.code(),
+                    Some(0),
+                    "{what}, replay: {}",
+                    text(&o.stderr)
+                );
+                assert_eq!(text(&o.stdout), want, "{what}, replay");
             }
             let exe = build_polled("tests/green/spin.cm", dir.path(), mech, target);
             for workers in ["1", "2"] {

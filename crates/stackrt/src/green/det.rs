@@ -167,6 +167,9 @@ pub struct Det<T> {
     replay: Vec<c_int>,
     /// Whether decisions are recorded (`crate::race::record` has the file).
     trace: bool,
+    /// The next pick follows a thread's preemption by time (a spin-wait), not a decision
+    /// point: [`Det::preempted`].
+    after_preemption: bool,
 }
 
 impl<T: Copy + PartialEq> Det<T> {
@@ -206,6 +209,7 @@ impl<T: Copy + PartialEq> Det<T> {
             lowest: 0,
             replay,
             trace: trace.is_some(),
+            after_preemption: false,
         };
         if let Some(file) = trace {
             crate::race::record::open(file);
@@ -256,6 +260,15 @@ impl<T: Copy + PartialEq> Det<T> {
         }
     }
 
+    /// The running thread is preempted because it ran a whole (long) slice without reaching a
+    /// decision point, e.g. in a loop waiting for a flag another thread sets. The next pick is
+    /// not a decision of the seed: it takes the thread runnable longest (the preempted one
+    /// goes last), writes nothing to the trace and leaves the decision count alone, so the
+    /// decisions that follow are those of a run in which the preemption came earlier or later.
+    pub fn preempted(&mut self) {
+        self.after_preemption = true;
+    }
+
     /// A thread became runnable.
     pub fn push(&mut self, thread: T, handle: c_int) {
         self.runnable.push(Entry { thread, handle });
@@ -270,6 +283,9 @@ impl<T: Copy + PartialEq> Det<T> {
     pub fn pick(&mut self) -> Result<Entry<T>, DetError> {
         if self.runnable.is_empty() {
             return Err(DetError::Deadlock);
+        }
+        if core::mem::take(&mut self.after_preemption) {
+            return Ok(self.runnable.remove(0));
         }
         self.step += 1;
         let i = match &self.policy {
@@ -401,6 +417,27 @@ mod tests {
         );
         let distinct: std::collections::BTreeSet<_> = picks.iter().collect();
         assert_eq!(distinct.len(), 2, "one change point: two threads run");
+    }
+
+    #[test]
+    fn a_preemption_by_time_is_not_a_decision() {
+        let mut d: Det<c_int> = Det::new(Policy::Random { seed: 7 }, None, None).unwrap();
+        for h in 0..3 {
+            d.push(h, h);
+        }
+        let running = d.pick().unwrap();
+        let steps = d.step;
+        let rng = d.rng.0;
+        // Preempted by time: the thread runnable longest runs, no decision is made.
+        d.preempted();
+        d.push(running.thread, running.handle);
+        let next = d.pick().unwrap();
+        assert_eq!(next.handle, if running.handle == 0 { 1 } else { 0 });
+        assert_eq!((d.step, d.rng.0), (steps, rng));
+        // The pick after it is a decision again.
+        d.push(next.thread, next.handle);
+        d.pick().unwrap();
+        assert_eq!(d.step, steps + 1);
     }
 
     #[test]

@@ -47,6 +47,13 @@ use crate::chunk::poison;
 /// The default time slice: Go's `forcePreemptNS`.
 pub const DEFAULT_SLICE: Duration = Duration::from_millis(10);
 
+/// The deterministic mode's slice: a thread that runs this long without reaching a decision
+/// point (a spin-wait) is preempted, and the thread runnable longest runs, without a decision
+/// of the seed (`crate::green::det::Det::preempted`). Long, so that a thread that computes
+/// rarely meets it: where the program's results depend on where it stops, a run is no longer
+/// reproducible.
+pub const DET_SLICE: Duration = Duration::from_millis(50);
+
 /// The signal that asks a worker to preempt its thread (Go's choice too: ignored by default,
 /// so a stray one is harmless, and rarely used by programs).
 pub const PREEMPT_SIGNAL: Signal = Signal::SIGURG;
@@ -88,8 +95,10 @@ pub fn parse_slice(s: &str) -> Result<Option<Duration>, String> {
 pub enum Preemption {
     /// Checkpoints are not scheduling points.
     Off,
-    /// Every checkpoint that enters the runtime is a decision of the deterministic scheduler.
-    Deterministic,
+    /// Every checkpoint that enters the runtime is a decision of the deterministic scheduler
+    /// (`lookahead`); a monitor preempts a thread that ran [`DET_SLICE`] without a decision
+    /// point, if the compiled code is marked (`Some`).
+    Deterministic(Option<Duration>),
     /// A monitor signals the worker of a thread that ran a whole slice: the thread is
     /// preempted where it is (`super::preempt_async`), or under `lookahead` at its next
     /// checkpoint (its chunk limit poisoned) where it cannot be; its loops are asked to yield
@@ -117,22 +126,32 @@ pub fn configure(lookahead: bool, det: bool) -> Preemption {
         Err(_) => Some(DEFAULT_SLICE),
     };
     if det {
-        return if lookahead {
-            Preemption::Deterministic
-        } else {
-            Preemption::Off
-        };
+        // Not with `STACKRT_TIMESLICE=off`; its length is the mode's own.
+        let watchdog = slice.is_some() && install(false);
+        return Preemption::Deterministic(watchdog.then_some(DET_SLICE));
     }
     let Some(slice) = slice else {
         return Preemption::Off;
     };
+    if install(lookahead) {
+        Preemption::Slice(slice)
+    } else {
+        Preemption::Polls(slice)
+    }
+}
+
+/// Installs the preemption signal's handler for a program whose compiled code is marked:
+/// threads are preempted anywhere in it, and where they cannot be, under `lookahead`
+/// (`poisons`), at their next checkpoint. False if the code is not marked (the native back
+/// end) or the handler cannot be installed.
+fn install(poisons: bool) -> bool {
     let Some((begin, end)) = crate::base::program::code_range() else {
-        return Preemption::Polls(slice);
+        return false;
     };
     CODE_BEGIN.store(begin, Relaxed);
     CODE_END.store(end, Relaxed);
-    LOOKAHEAD.store(lookahead, Relaxed);
-    if lookahead {
+    LOOKAHEAD.store(poisons, Relaxed);
+    if poisons {
         poison::thread_init();
     }
     super::preempt_async::init();
@@ -143,10 +162,7 @@ pub fn configure(lookahead: bool, det: bool) -> Preemption {
     );
     // SAFETY: the handler only reads its context and TLS and writes TLS words, its context
     // and one header word (async-signal-safe); it runs on the worker's alternate stack.
-    if unsafe { sigaction(PREEMPT_SIGNAL, &action) }.is_err() {
-        return Preemption::Polls(slice);
-    }
-    Preemption::Slice(slice)
+    unsafe { sigaction(PREEMPT_SIGNAL, &action) }.is_ok()
 }
 
 /// `SIGURG`: if the thread was interrupted in compiled code, sends it to yield where it is

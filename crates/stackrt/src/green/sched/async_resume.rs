@@ -10,7 +10,7 @@
 use core::cell::Cell;
 use core::sync::atomic::Ordering::Relaxed;
 
-use super::{context, poison, sched, this_worker, After};
+use super::{context, det_mode, poison, sched, this_worker, After};
 use crate::green::preempt_async::{self, AsyncFrame, BLOCK};
 
 extern "C" {
@@ -55,6 +55,9 @@ pub unsafe extern "C" fn stackrt_async_preempted(block: *const u8) -> ! {
     }
     if s.count_stats {
         s.stats.preemptions.fetch_add(1, Relaxed);
+    }
+    if let Some(d) = &s.det {
+        det_mode::lock(d).preempted();
     }
     s.wake_for_preempted();
     let w = this_worker();

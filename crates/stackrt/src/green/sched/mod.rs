@@ -311,9 +311,11 @@ pub fn start(abi: u32) -> &'static Green {
         lookahead || abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE;
     let (slice, signals) = match preempt::configure(lookahead, det.is_some()) {
         Preemption::Off => (None, false),
-        Preemption::Deterministic => {
-            poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
-            (None, false)
+        Preemption::Deterministic(watchdog) => {
+            if lookahead {
+                poison::set_checkpoint_hook(at_checkpoint, checkpoint_switch);
+            }
+            (watchdog, watchdog.is_some())
         }
         Preemption::Slice(d) => {
             if lookahead {
