@@ -1105,3 +1105,46 @@ fn preemption_fits_at_the_bottom_of_a_small_fixed_stack() {
         }
     }
 }
+
+/// Preemption anywhere, under load: Real World (tests/programs/thesis/realworld_multi.cm, 8
+/// threads of recursions, loops and calls; `8 200 1000 2000 200`, 1 MiB fixed stacks) on two
+/// workers with 100 us slices is preempted some hundreds of times a run, in the middle of
+/// everything the compiler did not mark (a preemption inside a `heap` call sequence or a C call resumed on the other
+/// worker would use that worker's free lists or stack). Every mechanism, both targets; the
+/// output is gcc's (-O2 with tests/oracle/sthread.c, x86-64 and -m32 alike).
+#[test]
+fn threads_preempted_anywhere_compute_what_gcc_computes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = String::from(
+        "threads: 8\noverall_iterations: 200\nrecursive_count: 1000\n\
+         work_per_non_recursive_call: 2000\nwork_per_recursive_call: 200\n",
+    );
+    for i in 1..=8 {
+        want.push_str(&format!("main: created {i}\n"));
+    }
+    for i in 1..=8 {
+        want.push_str(&format!("Joined thread {i} with ret value 42000000\n"));
+    }
+    want.push_str("Data: 8\n");
+    for target in TARGETS {
+        for mech in common::MECHS {
+            let exe = build(
+                "tests/programs/thesis/realworld_multi.cm",
+                dir.path(),
+                mech,
+                target,
+            );
+            let mut cmd = Command::new(&exe);
+            cmd.args(["8", "200", "1000", "2000", "200", "1048576"])
+                .env("STACKRT_WORKERS", "2")
+                .env("STACKRT_TIMESLICE", "100us")
+                .env("STACKRT_STATS", "1");
+            let o = run_within(cmd, Duration::from_secs(60), "realworld_multi");
+            let what = format!("{target} {mech}");
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+            assert_eq!(text(&o.stdout), want, "{what}");
+            assert!(green_stat(&err, "preemptions") >= 1, "{what}: {err}");
+        }
+    }
+}

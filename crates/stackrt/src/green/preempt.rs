@@ -1,21 +1,24 @@
-//! Preemption of green threads at checkpoints (`lookahead`): a thread that has run for a whole
-//! time slice is made to yield at its next checkpoint, the way Go's `sysmon` poisons a
-//! goroutine's stack guard so that its next function prologue takes the slow path.
+//! Preemption of green threads by the monitor's signal: a thread that has run for a whole time
+//! slice is preempted where it is, anywhere in compiled code (`super::preempt_async`), or,
+//! where it cannot be, under `lookahead` at its next checkpoint, the way Go's `sysmon` poisons
+//! a goroutine's stack guard so that its next function prologue takes the slow path.
 //!
-//! # How a checkpoint is made to take the slow path
+//! # The signal
 //! A monitor thread ([`super::sched`]) looks at every worker once per slice (`STACKRT_TIMESLICE`,
 //! default [`DEFAULT_SLICE`]). A worker that has run the same thread since the last look, and
 //! is running (not blocked in a system call), gets `SIGURG`. The handler (`on_preempt`, on
 //! the worker's alternate signal stack) looks at the interrupted context. If its pc is in the
 //! program's compiled code (between the labels `__cmm_code_begin` and `__cmm_code_end`, see
-//! `crate::base::abi::CODE_BEGIN_SYMBOL`), the chunk register holds the running chunk's
-//! header, and the handler poisons the header's limit word (`crate::chunk::poison::arm`). The
-//! next checkpoint in that chunk compares below the poisoned limit and calls the overflow
-//! handler, which calls the scheduler's checkpoint hook (`super::sched::at_checkpoint`: it
-//! restores the limit and yields) before it links the chunk the checkpoint asked for, as any
-//! overflow would. Anywhere else (the runtime, the C library, a C function) the signal does nothing,
-//! and the monitor asks again one slice later. The poisoning itself and the hook through
-//! which the overflow entry reaches the scheduler belong to the chunk runtime
+//! `crate::base::abi::CODE_BEGIN_SYMBOL`), it sends the thread to yield there
+//! (`super::preempt_async::redirect`) unless the compiler marked the spot or the thread is in a
+//! C call. Otherwise, under `lookahead`, the chunk register holds the running chunk's header,
+//! and the handler poisons the header's limit word (`crate::chunk::poison::arm`). The next
+//! checkpoint in that chunk compares below the poisoned limit and calls the overflow handler,
+//! which calls the scheduler's checkpoint hook (`super::sched::at_checkpoint`: it restores the
+//! limit and yields) before it links the chunk the checkpoint asked for, as any overflow
+//! would. Anywhere else (the runtime, the C library, a C function) the signal does nothing,
+//! and the monitor asks again one slice later. The poisoning itself and the hook through which
+//! the overflow entry reaches the scheduler belong to the chunk runtime
 //! (`crate::chunk::poison`, with the invariant that keeps a poisoned limit from escaping);
 //! this file is the requesting side.
 //!
@@ -25,15 +28,16 @@
 //! monitor sends nothing and a request already made is dropped: the running threads finish
 //! and give their chunks back.
 //!
-//! Checkpoints are the calls on cycles of the call graph and calls whose reserve does not fit
-//! the rest of a chunk; loops are preempted at their heads instead, under every mechanism
-//! (`super::sched::polls`, asked by the same monitor round): this file's signal is what
-//! reaches a recursion.
+//! Programs compiled with `--preempt-loops` also poll at loop heads (`super::sched::polls`,
+//! asked by the same monitor round), the only preemption of the native back end's code,
+//! which is not marked.
 //!
 //! # Deterministic mode
-//! Under `STACKRT_SCHED` no monitor runs (time is not reproducible); instead every entry of
-//! a checkpoint into the runtime (each overflow and reclaim: the same ones in every run of the
-//! same program and input) is a scheduling decision of the seed.
+//! Under `STACKRT_SCHED` the monitor only preempts a thread that ran [`DET_SLICE`] without a
+//! decision point, asynchronously, and the pick after it is not a decision
+//! (`crate::green::det::Det::preempted`); every entry of a checkpoint into the runtime (each
+//! overflow and reclaim: the same ones in every run of the same program and input) is a
+//! scheduling decision of the seed.
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
