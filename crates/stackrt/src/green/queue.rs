@@ -82,9 +82,6 @@ struct Local {
     /// The overflow's length, written under its lock: a take looks at the overflow only when
     /// it holds something, without the lock.
     spilled: AtomicUsize,
-    /// This queue's worker as a thief: the short queue it waits to see stall
-    /// ([`RunQueues::stealable`]). Written and read only by this queue's worker.
-    watch: Watch,
 }
 
 /// A thief's record of one victim queue it found short and busy: which queue, what it looked
@@ -107,11 +104,6 @@ impl Local {
             next: AtomicUsize::new(0),
             overflow: Mutex::new(VecDeque::new()),
             spilled: AtomicUsize::new(0),
-            watch: Watch {
-                victim: AtomicUsize::new(NO_VICTIM),
-                progress: AtomicUsize::new(0),
-                since: AtomicU64::new(0),
-            },
         }
     }
 
@@ -233,6 +225,11 @@ pub struct RunQueues<T> {
     rings: Box<[AtomicUsize]>,
     /// Queues in use: `queues[..live]`.
     live: AtomicUsize,
+    /// Per worker as a thief: the short queue it waits to see stall
+    /// ([`RunQueues::stealable`]). Written and read only by that worker. Apart from the
+    /// queues: in them it made a queue 88 bytes instead of 64, and a yield round trip 3 ns
+    /// slower.
+    watches: Box<[Watch]>,
     /// Time zero of the thieves' watches (`Watch::since`).
     epoch: std::time::Instant,
     /// [`STEAL_AGE`] in nanoseconds, or 0: every non-empty queue may be stolen from at once
@@ -266,6 +263,13 @@ impl<T: Word> RunQueues<T> {
             queues: (0..n).map(|_| Local::new()).collect(),
             rings,
             live: AtomicUsize::new(live.clamp(1, workers.max(1))),
+            watches: (0..n)
+                .map(|_| Watch {
+                    victim: AtomicUsize::new(NO_VICTIM),
+                    progress: AtomicUsize::new(0),
+                    since: AtomicU64::new(0),
+                })
+                .collect(),
             epoch: std::time::Instant::now(),
             steal_age_ns: STEAL_AGE.as_nanos() as u64,
             _values: core::marker::PhantomData,
@@ -397,7 +401,7 @@ impl<T: Word> RunQueues<T> {
         if len >= STEAL_AT_ONCE || self.steal_age_ns == 0 {
             return true;
         }
-        let watch = &self.queues[w].watch;
+        let watch = &self.watches[w];
         let progress = victim.progress();
         let now = self.epoch.elapsed().as_nanos() as u64;
         let watched = watch.victim.load(Relaxed);

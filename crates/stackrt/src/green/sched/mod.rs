@@ -464,7 +464,7 @@ impl Worker {
             .store(nix::sys::pthread::pthread_self() as usize, Relaxed);
         poison::thread_init();
         polls::register_flag(self);
-        super::preempt_async::worker_init();
+        preempt_async::worker_init();
     }
 
     /// Counts `by` switches in [`Worker::tick`] (only the worker's own thread writes it).
