@@ -433,8 +433,10 @@ fn method_section(out: &mut String, results: &Results, table: &Table) {
          runs once (not counted) and must exit 0 and print what the first one printed. Each run \
          is forked from a small helper (`runrss`) that reports its wall time and the child's \
          `ru_maxrss` from `wait4` (a child forked from the harness itself would inherit its \
-         peak). C-- executables run with `STACKRT_STATS=1`; their statistics are columns of \
-         `results.csv`. Fixed-stack executables (traditional, callee-cleanup, native, gcc without \
+         peak). A C-- executable's verification run has `STACKRT_STATS=1`, and its statistics \
+         are columns of `results.csv` (repeated on the measured runs' rows); the measured runs \
+         do not count (counting costs atomic operations on the runtime's hot paths: a \
+         `lookahead` hot split took 64 ns a pair with it, 9 without). Fixed-stack executables (traditional, callee-cleanup, native, gcc without \
          split-stack) get thread stacks just big enough: the smallest working stack is searched \
          at two small depths with one thread and extrapolated to the point's depth, plus 64 KiB; \
          the executables whose stacks grow get {} KiB (they ignore it or outgrow it). A fixed-stack \
