@@ -36,6 +36,15 @@
 //! also arrive late, woken through a futex. Threads that run 3 µs or longer, and long queues,
 //! are spread as before.
 //!
+//! # Threads preempted by time
+//! A thread preempted because it ran a whole time slice goes to one queue shared by all
+//! workers ([`RunQueues::push_preempted`]), not to the back of its worker's: a worker takes
+//! from it at every [`PREEMPTED_EVERY`]th take while it holds something, and whenever the
+//! worker's own queue is empty, as Go's scheduler checks its global run queue once every 61
+//! scheduling rounds. Behind its worker's whole queue, a preempted thread waited for every
+//! runnable thread to run once: a thread creating a million threads that wait for it by
+//! yielding got one slice per cycle through all of them.
+//!
 //! A yield takes its next thread and puts the yielding one back without a lock (a round trip
 //! took 74 ns with two lock/unlock pairs of `std` mutexes per yield, most of it in them).
 //!
@@ -64,6 +73,9 @@ pub const STEAL_AGE: std::time::Duration = std::time::Duration::from_micros(3);
 /// A queue this long is stolen from at once: its last thread waits for that many others.
 pub const STEAL_AT_ONCE: usize = RING / 8;
 
+/// A worker takes from the queue of preempted threads at every this-many takes (Go's 61).
+pub const PREEMPTED_EVERY: u32 = 61;
+
 /// Where [`RunQueues::pop`] found the thread it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -91,6 +103,8 @@ struct Watch {
     victim: AtomicUsize,
     progress: AtomicUsize,
     since: AtomicU64,
+    /// The worker's takes while preempted threads waited ([`PREEMPTED_EVERY`]).
+    takes: AtomicU32,
 }
 
 /// `Watch::victim` when no queue is watched.
@@ -232,6 +246,10 @@ pub struct RunQueues<T> {
     watches: Box<[Watch]>,
     /// Time zero of the thieves' watches (`Watch::since`).
     epoch: std::time::Instant,
+    /// Threads preempted by time (module docs), and their number, written under the lock: a
+    /// take looks at them only when there are some, without the lock.
+    preempted: Mutex<VecDeque<usize>>,
+    preempted_len: AtomicUsize,
     /// [`STEAL_AGE`] in nanoseconds, or 0: every non-empty queue may be stolen from at once
     /// ([`RunQueues::without_steal_age`]).
     steal_age_ns: u64,
@@ -268,8 +286,11 @@ impl<T: Word> RunQueues<T> {
                     victim: AtomicUsize::new(NO_VICTIM),
                     progress: AtomicUsize::new(0),
                     since: AtomicU64::new(0),
+                    takes: AtomicU32::new(0),
                 })
                 .collect(),
+            preempted: Mutex::new(VecDeque::new()),
+            preempted_len: AtomicUsize::new(0),
             epoch: std::time::Instant::now(),
             steal_age_ns: STEAL_AGE.as_nanos() as u64,
             _values: core::marker::PhantomData,
@@ -309,6 +330,31 @@ impl<T: Word> RunQueues<T> {
         self.queues[w].with_overflow(|o| o.push_back(t.to_word()));
     }
 
+    /// Puts `t`, preempted by time, in the queue every worker takes from now and then (module
+    /// docs, "Threads preempted by time"). From any OS thread.
+    pub fn push_preempted(&self, t: T) {
+        self.with_preempted(|q| q.push_back(t.to_word()));
+    }
+
+    fn with_preempted<R>(&self, f: impl FnOnce(&mut VecDeque<usize>) -> R) -> R {
+        // As `Local::with_overflow`: every operation is one VecDeque call.
+        let mut q = self
+            .preempted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let r = f(&mut q);
+        self.preempted_len.store(q.len(), Release);
+        r
+    }
+
+    /// The oldest preempted thread, if any.
+    fn take_preempted(&self) -> Option<usize> {
+        if self.preempted_len.load(Acquire) == 0 {
+            return None;
+        }
+        self.with_preempted(|q| q.pop_front())
+    }
+
     /// Makes `t` the next thread of worker `w` (the one it replaces goes to the back). Only on
     /// worker `w`'s OS thread.
     pub fn push_front(&self, w: usize, t: T) {
@@ -323,6 +369,17 @@ impl<T: Word> RunQueues<T> {
     /// thread.
     #[inline]
     pub fn pop_own(&self, w: usize) -> Option<T> {
+        // Preempted threads now and then (one load while there are none).
+        if self.preempted_len.load(Relaxed) != 0 {
+            let takes = &self.watches[w].takes;
+            let n = takes.load(Relaxed).wrapping_add(1);
+            takes.store(n, Relaxed);
+            if n.is_multiple_of(PREEMPTED_EVERY) {
+                if let Some(t) = self.take_preempted() {
+                    return Some(T::from_word(t));
+                }
+            }
+        }
         let q = &self.queues[w];
         // A load first: the swap, an atomic read-modify-write, only when there is something
         // to take (a thief may still take it first).
@@ -338,7 +395,10 @@ impl<T: Word> RunQueues<T> {
         if let Some(t) = q.overflow_front() {
             return Some(T::from_word(t));
         }
-        q.take_front(self.ring(w)).map(T::from_word)
+        if let Some(t) = q.take_front(self.ring(w)) {
+            return Some(T::from_word(t));
+        }
+        self.take_preempted().map(T::from_word)
     }
 
     /// The next thread for worker `w`: from its own queue, else the first of the older half
@@ -426,9 +486,10 @@ impl<T: Word> RunQueues<T> {
         self.queues[w].len()
     }
 
-    /// Threads queued on all workers.
+    /// Threads queued on all workers, preempted ones included.
     pub fn len(&self) -> usize {
-        (0..self.workers()).map(|w| self.len_of(w)).sum()
+        (0..self.workers()).map(|w| self.len_of(w)).sum::<usize>()
+            + self.preempted_len.load(Acquire)
     }
 
     /// Whether every queue is empty.
@@ -519,6 +580,26 @@ mod tests {
         // Now it stalls.
         std::thread::sleep(STEAL_AGE * 2);
         assert!(matches!(q.pop(1), Some((_, Source::Stolen(0)))));
+    }
+
+    #[test]
+    fn a_preempted_thread_runs_after_a_few_others_not_after_all() {
+        let q = RunQueues::<Id>::new(1);
+        for i in 1..=1000 {
+            q.push(0, Id(i));
+        }
+        q.push_preempted(Id(5000));
+        assert_eq!(q.len(), 1001);
+        let order: Vec<usize> = (0..PREEMPTED_EVERY)
+            .map(|_| q.pop_own(0).unwrap().0)
+            .collect();
+        assert_eq!(order.last(), Some(&5000), "{order:?}");
+        assert_eq!(&order[..3], &[1, 2, 3]);
+        // And at once when the worker's own queue is empty.
+        let q = RunQueues::<Id>::new(2);
+        q.push_preempted(Id(7));
+        assert_eq!(q.pop_own(1), Some(Id(7)));
+        assert!(q.is_empty());
     }
 
     #[test]

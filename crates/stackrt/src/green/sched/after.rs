@@ -5,7 +5,7 @@
 
 use core::sync::atomic::Ordering::AcqRel;
 
-use super::{fail, After, Green, GreenStack, Sched, Worker};
+use super::{fail, After, Green, GreenPtr, GreenStack, Sched, Worker};
 
 impl Sched {
     /// The worker's side of a switch back from `g`: swaps its chain out and does what it
@@ -41,6 +41,14 @@ impl Sched {
         w.current.set(core::ptr::null());
         match after {
             After::Yield => self.requeue(w.index, g),
+            After::Preempted => {
+                if self.det.is_some() {
+                    self.requeue(w.index, g)
+                } else {
+                    self.queues.push_preempted(GreenPtr(g));
+                    self.wake_idle();
+                }
+            }
             After::Park(lock) => {
                 // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
                 // releasing it lets wakers see the thread, whose context is saved now.

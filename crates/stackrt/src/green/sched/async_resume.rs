@@ -1,7 +1,8 @@
 //! Asynchronous preemption, the scheduler's side (`crate::green::preempt_async` has the
 //! handler's): the preempted thread's registers, saved by the stub on the worker's preemption
-//! stack, go into an [`AsyncFrame`] and the thread switches out as a yield would; the worker
-//! that runs it next resumes it from the frame.
+//! stack, go into an [`AsyncFrame`] and the thread switches out to the queue of preempted
+//! threads (`crate::green::queue`, "Threads preempted by time"); the worker that runs it next
+//! resumes it from the frame.
 //!
 //! A frame is reused: after a resume from it, it is this OS thread's retired frame until the
 //! next preemption here takes it (the resume has jumped to the thread long before this OS
@@ -64,7 +65,7 @@ pub unsafe extern "C" fn stackrt_async_preempted(block: *const u8) -> ! {
     let g = w.current.get();
     // SAFETY: `g` is the running thread; its saved stack pointer now stands for the frame.
     unsafe { *(*g).sp.get() = preempt_async::tag(Box::into_raw(frame)) };
-    w.after.set(After::Yield);
+    w.after.set(After::Preempted);
     let mut abandoned = 0usize;
     // SAFETY: the scheduler context's saved stack pointer is valid while one of its threads
     // runs; this context (the preemption stack) is never resumed.

@@ -82,6 +82,8 @@ enum After {
     None,
     /// Runnable again: to the back of the worker's queue.
     Yield,
+    /// Preempted by time: to the queue of preempted threads (`super::queue`).
+    Preempted,
     /// Parked: release this lock (held across the switch); a waker will queue the thread.
     Park(*const RawSpin),
     /// Ended: its stack goes back, joiners are woken.

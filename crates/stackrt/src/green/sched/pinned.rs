@@ -15,7 +15,7 @@ pub(super) fn check(after: &After) -> Option<Switched> {
         return None;
     }
     match after {
-        After::Yield | After::None => Some(Switched::Done),
+        After::Yield | After::Preempted | After::None => Some(Switched::Done),
         After::Park(_) | After::Exit => crate::base::diag::fail(
             &format!(
                 "stackrt: green thread {} would wait (or exit) inside a C callback that runs on \
