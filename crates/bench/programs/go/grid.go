@@ -13,8 +13,8 @@
 // may be unlocked by another goroutine), not by spinning. Under yield the goroutines first wait
 // on a channel main closes once it has created them all: spinning while main still creates them
 // made main, preempted, queue behind every spinner at each time slice (quadratic: 90 s at a
-// million goroutines); the C-- threads wait there by yielding instead (C-- has no broadcast, and
-// its main is not preempted between checkpoints).
+// million goroutines); the C-- threads wait there by yielding instead (C-- has no broadcast;
+// see tests/green/grid.cm for what a preempted main costs there).
 package main
 
 import (
