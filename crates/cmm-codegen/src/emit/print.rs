@@ -437,26 +437,27 @@ impl<'a> Printer<'a> {
         let mut begin = self.np_label();
         let _ = writeln!(self.out, "{begin}:");
         for line in tail.lines() {
-            if line.trim_start().starts_with(".subsection") {
-                let end = self.np_label();
-                let _ = writeln!(self.out, "{end}:");
-                self.no_preempt
-                    .as_mut()
-                    .expect("checked")
-                    .push((begin, end));
-                let _ = writeln!(self.out, "{line}");
+            let switch = line.trim_start().starts_with(".subsection");
+            if switch {
+                let ended = core::mem::take(&mut begin);
+                self.close_no_preempt(ended);
+            }
+            let _ = writeln!(self.out, "{line}");
+            if switch {
                 begin = self.np_label();
                 let _ = writeln!(self.out, "{begin}:");
-            } else {
-                let _ = writeln!(self.out, "{line}");
             }
         }
+        self.close_no_preempt(begin);
+    }
+
+    /// Ends the range that began at label `begin` here and records it.
+    fn close_no_preempt(&mut self, begin: String) {
         let end = self.np_label();
         let _ = writeln!(self.out, "{end}:");
-        self.no_preempt
-            .as_mut()
-            .expect("checked")
-            .push((begin, end));
+        if let Some(ranges) = self.no_preempt.as_mut() {
+            ranges.push((begin, end));
+        }
     }
 
     fn np_label(&mut self) -> String {

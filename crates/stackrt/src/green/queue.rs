@@ -85,6 +85,23 @@ pub enum Source {
     Stolen(usize),
 }
 
+/// Runs `f` on a locked list and publishes its new length in `len`, which takes read without
+/// the lock (the overflow, the preempted threads). A panic while the list is locked cannot
+/// leave it inconsistent (every operation is one VecDeque call), so a poisoned lock is still
+/// usable.
+fn with_counted<R>(
+    list: &Mutex<VecDeque<usize>>,
+    len: &AtomicUsize,
+    f: impl FnOnce(&mut VecDeque<usize>) -> R,
+) -> R {
+    let mut l = list
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let r = f(&mut l);
+    len.store(l.len(), Release);
+    r
+}
+
 /// One worker's queue (module docs).
 struct Local {
     head: AtomicU32,
@@ -133,15 +150,7 @@ impl Local {
 
     /// Runs `f` on the overflow under its lock and publishes its new length.
     fn with_overflow<R>(&self, f: impl FnOnce(&mut VecDeque<usize>) -> R) -> R {
-        // A panic while the list is locked cannot leave it inconsistent (every operation is
-        // one VecDeque call), so a poisoned lock is still usable.
-        let mut o = self
-            .overflow
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let r = f(&mut o);
-        self.spilled.store(o.len(), Release);
-        r
+        with_counted(&self.overflow, &self.spilled, f)
     }
 
     /// The front of the overflow, if it holds anything.
@@ -337,14 +346,7 @@ impl<T: Word> RunQueues<T> {
     }
 
     fn with_preempted<R>(&self, f: impl FnOnce(&mut VecDeque<usize>) -> R) -> R {
-        // As `Local::with_overflow`: every operation is one VecDeque call.
-        let mut q = self
-            .preempted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let r = f(&mut q);
-        self.preempted_len.store(q.len(), Release);
-        r
+        with_counted(&self.preempted, &self.preempted_len, f)
     }
 
     /// The oldest preempted thread, if any.
