@@ -924,6 +924,39 @@ fn blocking_calls_hand_the_worker_on() {
     }
 }
 
+/// Threads queued on a worker that was handed off run while every active worker stays busy
+/// (tests/green/stranded.cm: main, left on its handed-off worker after a `usleep`, queues
+/// eight threads there and spins until they have run, while four threads yield in a loop on
+/// the active workers). Before, an active worker took from other queues only once its own was
+/// empty, and the program never ended. Every mechanism, both targets, one and two workers; the
+/// expected line is gcc's with the oracle's thread library (-O0: at -O2 gcc keeps the spun-on
+/// flags in registers).
+#[test]
+fn threads_queued_on_a_handed_off_worker_run_while_the_others_are_busy() {
+    let dir = tempfile::tempdir().unwrap();
+    for target in TARGETS {
+        for mech in common::MECHS {
+            let exe = build("tests/green/stranded.cm", dir.path(), mech, target);
+            for workers in ["1", "2"] {
+                let mut cmd = Command::new(&exe);
+                cmd.env("STACKRT_WORKERS", workers)
+                    .env("STACKRT_STATS", "1");
+                let o = run_within(cmd, Duration::from_secs(60), "stranded");
+                let what = format!("{target} {mech} {workers} workers");
+                let err = text(&o.stderr);
+                assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+                assert_eq!(
+                    text(&o.stdout),
+                    "8 late threads ran while 4 yielded\n",
+                    "{what}"
+                );
+                // The case arose: main's worker was handed off while it slept.
+                assert!(green_stat(&err, "hand-offs") >= 1, "{what}: {err}");
+            }
+        }
+    }
+}
+
 /// Two green threads spin in `while (flag == 0) n = n + 1;`, a loop that makes no call, and a
 /// third sets `flag` once both have started, spinning until then (tests/green/spin.cm):
 /// three spinning threads on one or two workers, so the program ends only if one is preempted

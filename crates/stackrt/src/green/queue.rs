@@ -45,6 +45,20 @@
 //! runnable thread to run once: a thread creating a million threads that wait for it by
 //! yielding got one slice per cycle through all of them.
 //!
+//! # Abandoned queues
+//! A worker handed off in a blocking call, or asleep as a spare (`super::sched::handoff`),
+//! takes nothing from its queue; the scheduler marks that queue abandoned
+//! ([`RunQueues::set_abandoned`]). Its threads are stolen like any others when a worker runs
+//! out of work, at once whatever the queue's length, and also while the active workers are
+//! busy: at every [`PREEMPTED_EVERY`]th take, when no preempted thread waits, a worker steals
+//! from an abandoned queue. Without that, active workers whose threads yield in a loop (never
+//! empty) left an abandoned queue alone for good: a million threads queued on the main
+//! thread's worker, which had been handed off and became a spare, waited for threads that
+//! waited for them (a livelock, about one run in thirty). Go moves the queue itself with the
+//! processor (`handoffp`); here the spare that replaces a worker starts with an empty queue,
+//! and a worker becoming a spare moves its threads to an active one, which can miss a thread
+//! pushed meanwhile (the queue may then sit on a spare).
+//!
 //! A yield takes its next thread and puts the yielding one back without a lock (a round trip
 //! took 74 ns with two lock/unlock pairs of `std` mutexes per yield, most of it in them).
 //!
@@ -53,7 +67,7 @@
 //! out of every scan until their OS threads start.
 
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
@@ -259,6 +273,10 @@ pub struct RunQueues<T> {
     /// take looks at them only when there are some, without the lock.
     preempted: Mutex<VecDeque<usize>>,
     preempted_len: AtomicUsize,
+    /// Queues whose worker takes nothing from them (module docs, "Abandoned queues"), and how
+    /// many there are.
+    abandoned: Box<[AtomicBool]>,
+    abandoned_count: AtomicUsize,
     /// [`STEAL_AGE`] in nanoseconds, or 0: every non-empty queue may be stolen from at once
     /// ([`RunQueues::without_steal_age`]).
     steal_age_ns: u64,
@@ -300,6 +318,8 @@ impl<T: Word> RunQueues<T> {
                 .collect(),
             preempted: Mutex::new(VecDeque::new()),
             preempted_len: AtomicUsize::new(0),
+            abandoned: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            abandoned_count: AtomicUsize::new(0),
             epoch: std::time::Instant::now(),
             steal_age_ns: STEAL_AGE.as_nanos() as u64,
             _values: core::marker::PhantomData,
@@ -357,6 +377,47 @@ impl<T: Word> RunQueues<T> {
         self.with_preempted(|q| q.pop_front())
     }
 
+    /// At every [`PREEMPTED_EVERY`]th take of worker `w` while some thread was preempted or
+    /// some queue is abandoned: the oldest preempted thread, else a steal from an abandoned
+    /// queue (module docs, "Abandoned queues").
+    #[cold]
+    #[inline(never)]
+    fn take_shared(&self, w: usize) -> Option<usize> {
+        let takes = &self.watches[w].takes;
+        let n = takes.load(Relaxed).wrapping_add(1);
+        takes.store(n, Relaxed);
+        if !n.is_multiple_of(PREEMPTED_EVERY) {
+            return None;
+        }
+        if let Some(t) = self.take_preempted() {
+            return Some(t);
+        }
+        self.take_abandoned(w)
+    }
+
+    /// A steal by worker `w` from the first non-empty abandoned queue, if any.
+    fn take_abandoned(&self, w: usize) -> Option<usize> {
+        if self.abandoned_count.load(Acquire) == 0 {
+            return None;
+        }
+        (0..self.workers())
+            .filter(|&v| v != w && self.abandoned[v].load(Acquire))
+            .find_map(|v| self.steal_from(w, v))
+    }
+
+    /// Marks worker `w`'s queue abandoned (its worker takes nothing from it: handed off in a
+    /// blocking call, or a sleeping spare) or not (module docs, "Abandoned queues"). From any
+    /// OS thread.
+    pub fn set_abandoned(&self, w: usize, abandoned: bool) {
+        if self.abandoned[w].swap(abandoned, SeqCst) != abandoned {
+            if abandoned {
+                self.abandoned_count.fetch_add(1, SeqCst);
+            } else {
+                self.abandoned_count.fetch_sub(1, SeqCst);
+            }
+        }
+    }
+
     /// Makes `t` the next thread of worker `w` (the one it replaces goes to the back). Only on
     /// worker `w`'s OS thread.
     pub fn push_front(&self, w: usize, t: T) {
@@ -371,15 +432,11 @@ impl<T: Word> RunQueues<T> {
     /// thread.
     #[inline]
     pub fn pop_own(&self, w: usize) -> Option<T> {
-        // Preempted threads now and then (one load while there are none).
-        if self.preempted_len.load(Relaxed) != 0 {
-            let takes = &self.watches[w].takes;
-            let n = takes.load(Relaxed).wrapping_add(1);
-            takes.store(n, Relaxed);
-            if n.is_multiple_of(PREEMPTED_EVERY) {
-                if let Some(t) = self.take_preempted() {
-                    return Some(T::from_word(t));
-                }
+        // Preempted threads and abandoned queues now and then (two loads while there are
+        // none).
+        if (self.preempted_len.load(Relaxed) | self.abandoned_count.load(Relaxed)) != 0 {
+            if let Some(t) = self.take_shared(w) {
+                return Some(T::from_word(t));
             }
         }
         let q = &self.queues[w];
@@ -413,41 +470,48 @@ impl<T: Word> RunQueues<T> {
         let n = self.workers();
         for k in 1..n {
             let v = (w + k) % n;
-            let victim = &self.queues[v];
             if !self.stealable(w, v) {
                 continue;
             }
-            // The older threads first: half the overflow (at most half a ring: Go takes at
-            // most that from its global queue; half of ten million threads moved at once
-            // cost 40 MB of a temporary list), else half the ring.
-            let mut stolen = Vec::new();
-            if victim.spilled.load(Acquire) != 0 {
-                victim.with_overflow(|o| {
-                    let take = o.len().div_ceil(2).min(RING / 2);
-                    stolen.extend(o.drain(..take));
-                });
-            }
-            if stolen.is_empty() {
-                stolen = victim.take_half(self.ring(v));
-            }
-            if stolen.is_empty() {
-                // Its next thread, last: the victim is about to run it.
-                if victim.next.load(Relaxed) != 0 {
-                    let next = victim.next.swap(0, AcqRel);
-                    if next != 0 {
-                        stolen.push(next);
-                    }
-                }
-            }
-            let mut it = stolen.into_iter();
-            if let Some(first) = it.next() {
-                for t in it {
-                    self.queues[w].push_back(self.ring(w), t);
-                }
-                return Some((T::from_word(first), Source::Stolen(v)));
+            if let Some(t) = self.steal_from(w, v) {
+                return Some((T::from_word(t), Source::Stolen(v)));
             }
         }
         None
+    }
+
+    /// Worker `w` steals from worker `v`'s queue: the first thread of the older half, whose
+    /// rest goes to `w`'s queue. Only on worker `w`'s OS thread.
+    fn steal_from(&self, w: usize, v: usize) -> Option<usize> {
+        let victim = &self.queues[v];
+        // The older threads first: half the overflow (at most half a ring: Go takes at most
+        // that from its global queue; half of ten million threads moved at once cost 40 MB of
+        // a temporary list), else half the ring.
+        let mut stolen = Vec::new();
+        if victim.spilled.load(Acquire) != 0 {
+            victim.with_overflow(|o| {
+                let take = o.len().div_ceil(2).min(RING / 2);
+                stolen.extend(o.drain(..take));
+            });
+        }
+        if stolen.is_empty() {
+            stolen = victim.take_half(self.ring(v));
+        }
+        if stolen.is_empty() {
+            // Its next thread, last: the victim is about to run it.
+            if victim.next.load(Relaxed) != 0 {
+                let next = victim.next.swap(0, AcqRel);
+                if next != 0 {
+                    stolen.push(next);
+                }
+            }
+        }
+        let mut it = stolen.into_iter();
+        let first = it.next()?;
+        for t in it {
+            self.queues[w].push_back(self.ring(w), t);
+        }
+        Some(first)
     }
 
     /// Whether worker `w` may steal from worker `v`'s queue now (module docs, "When a thief
@@ -460,7 +524,7 @@ impl<T: Word> RunQueues<T> {
         if len == 0 {
             return false;
         }
-        if len >= STEAL_AT_ONCE || self.steal_age_ns == 0 {
+        if len >= STEAL_AT_ONCE || self.steal_age_ns == 0 || self.abandoned[v].load(Relaxed) {
             return true;
         }
         let watch = &self.watches[w];
@@ -602,6 +666,47 @@ mod tests {
         q.push_preempted(Id(7));
         assert_eq!(q.pop_own(1), Some(Id(7)));
         assert!(q.is_empty());
+    }
+
+    /// A busy worker (its own queue never empty: its threads yield in a loop) still takes the
+    /// threads of an abandoned queue: a batch at every PREEMPTED_EVERYth take. Not once the
+    /// queue's worker is back.
+    #[test]
+    fn a_busy_worker_takes_from_an_abandoned_queue() {
+        let q = RunQueues::<Id>::new(2);
+        for i in 1..=10 {
+            q.push(0, Id(i));
+        }
+        for i in 1000..1003 {
+            q.push(1, Id(i));
+        }
+        let cycle = |q: &RunQueues<Id>| -> Vec<usize> {
+            (0..PREEMPTED_EVERY)
+                .map(|_| {
+                    let t = q.pop_own(1).unwrap();
+                    q.push(1, t);
+                    t.0
+                })
+                .collect()
+        };
+        // Worker 0 takes from its queue: worker 1 keeps to its own three.
+        assert!(cycle(&q).iter().all(|&t| t >= 1000));
+        q.set_abandoned(0, true);
+        let got = cycle(&q);
+        assert_eq!(got.iter().filter(|&&t| t < 1000).count(), 1, "{got:?}");
+        // The rest of the stolen half is now worker 1's.
+        assert_eq!(q.len_of(1), 3 + 5);
+        assert_eq!(q.len_of(0), 5);
+        q.set_abandoned(0, false);
+        let got = cycle(&q);
+        assert_eq!(q.len_of(0), 5, "{got:?}");
+        // An abandoned short queue is stolen from at once by an idle worker, without the age
+        // rule's wait.
+        let q = RunQueues::<Id>::new(2);
+        q.push(0, Id(1));
+        assert_eq!(q.pop(1), None);
+        q.set_abandoned(0, true);
+        assert_eq!(q.pop(1), Some((Id(1), Source::Stolen(0))));
     }
 
     #[test]

@@ -208,6 +208,7 @@ impl Sched {
         {
             return;
         }
+        self.sync_abandoned(w);
         self.handed.fetch_add(1, SeqCst);
         self.active.fetch_sub(1, SeqCst);
         if self.count_stats {
@@ -227,6 +228,7 @@ impl Sched {
                 .is_ok()
             {
                 self.active.fetch_add(1, SeqCst);
+                self.sync_abandoned(w);
                 let _guard = w.slot.wait.lock().unwrap_or_else(|e| e.into_inner());
                 w.slot.wake.notify_one();
                 return;
@@ -289,6 +291,7 @@ impl Sched {
                 return;
             }
             w.slot.role.store(SPARE, Release);
+            self.sync_abandoned(w);
             self.give_queue_away(w);
         } else {
             loop {
@@ -302,17 +305,35 @@ impl Sched {
                     .is_ok()
                 {
                     w.slot.role.store(ACTIVE, Release);
+                    self.sync_abandoned(w);
                     self.handed.fetch_sub(1, SeqCst);
                     return;
                 }
             }
             w.slot.role.store(SPARE, Release);
+            self.sync_abandoned(w);
             self.give_queue_away(w);
             self.handed.fetch_sub(1, SeqCst);
         }
         let mut guard = w.slot.wait.lock().unwrap_or_else(|e| e.into_inner());
         while w.slot.role.load(Acquire) != ACTIVE {
             guard = w.slot.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Marks `w`'s queue abandoned while its slot is handed off or a spare (its worker takes
+    /// nothing from it; `crate::green::queue`, "Abandoned queues"). Called after every change
+    /// of the slot's role, by whoever made it: the mark written last is one its writer saw
+    /// agree with the role after writing it, so two changes made at once by the monitor and
+    /// the worker cannot leave the mark stale.
+    fn sync_abandoned(&self, w: &Worker) {
+        loop {
+            let role = w.slot.role.load(SeqCst);
+            self.queues
+                .set_abandoned(w.index, role == HANDED || role == SPARE);
+            if w.slot.role.load(SeqCst) == role {
+                return;
+            }
         }
     }
 
