@@ -73,6 +73,9 @@ pub enum Mech {
     Mmu,
     /// Stack chunks grown on guard-page faults, freed chunks reused.
     MmuReuse,
+    /// Multi-task stack sharing: a check at every procedure entry; an overflowing stack grows
+    /// in pages (`--chunk-size`, default 128 bytes) into other threads' free stack space.
+    Mtss,
 }
 
 /// Which code generator to use.
@@ -97,7 +100,8 @@ pub struct CodegenOpts {
     #[arg(long, value_enum, default_value = "emit")]
     pub backend: Backend,
     /// Size of a stack chunk in bytes (chunked mechanisms: lookahead, mmu, mmu-reuse; under
-    /// heap and heap-malloc the slab that frames are carved from).
+    /// heap and heap-malloc the slab that frames are carved from; under mtss the page an
+    /// overflowing stack grows by, a power of two from 16 to 65536, default 128).
     #[arg(long, value_name = "BYTES")]
     pub chunk_size: Option<u32>,
     /// How `sthread_*` threads run: one OS thread each, or green threads (M:N) on worker OS
@@ -186,13 +190,19 @@ impl Mech {
             Mech::Lookahead => "lookahead",
             Mech::Mmu => "mmu",
             Mech::MmuReuse => "mmu-reuse",
+            Mech::Mtss => "mtss",
         }
     }
     /// True for the mechanisms that run on stack chunks (and so take `--chunk-size`).
     pub fn is_chunked(self) -> bool {
         matches!(
             self,
-            Mech::Heap | Mech::HeapMalloc | Mech::Lookahead | Mech::Mmu | Mech::MmuReuse
+            Mech::Heap
+                | Mech::HeapMalloc
+                | Mech::Lookahead
+                | Mech::Mmu
+                | Mech::MmuReuse
+                | Mech::Mtss
         )
     }
 }

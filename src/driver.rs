@@ -54,7 +54,7 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
         if !opts.mech.is_chunked() {
             return Err(DriverError::unsupported(format!(
                 "--chunk-size {size} applies only to the chunked mechanisms (heap, heap-malloc, \
-                 lookahead, mmu, mmu-reuse), not to --mech {}",
+                 lookahead, mmu, mmu-reuse) and to mtss's pages, not to --mech {}",
                 opts.mech.name()
             )));
         }
@@ -66,8 +66,27 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
         ));
     }
     if let (Some(size), true) = (opts.chunk_size, opts.mech.is_chunked()) {
-        cmm_codegen::callgraph::validate_chunk_size(size as u64)
-            .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
+        if opts.mech == Mech::Mtss {
+            cmm_codegen::emit::mech::mtss::validate_page_size(size as u64)
+                .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
+        } else {
+            cmm_codegen::callgraph::validate_chunk_size(size as u64)
+                .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
+        }
+    }
+    if opts.mech == Mech::Mtss && opts.threads == Threads::Green {
+        return Err(DriverError::unsupported(
+            "--mech mtss runs on OS threads only for now (--threads os): a green thread's \
+             stack would be lent while another worker runs it"
+                .to_string(),
+        ));
+    }
+    if opts.mech == Mech::Mtss && opts.race {
+        return Err(DriverError::unsupported(
+            "--race is not available with --mech mtss yet (the detector's entries run on the \
+             thread's stack, which under mtss holds C-- frames only)"
+                .to_string(),
+        ));
     }
     match opts.backend {
         Backend::Emit if emit_mech(opts.mech, opts.chunk_size, opts.target).is_none() => {
@@ -154,6 +173,9 @@ fn emit_mech(
         Mech::Heap | Mech::HeapMalloc => Some(cmm_codegen::emit::MechKind::Heap {
             malloc: m == Mech::HeapMalloc,
             slab_size: chunk_size.unwrap_or(cmm_codegen::emit::mech::heap::DEFAULT_SLAB_SIZE),
+        }),
+        Mech::Mtss => Some(cmm_codegen::emit::MechKind::Mtss {
+            page_size: chunk_size.unwrap_or(cmm_codegen::emit::mech::mtss::DEFAULT_PAGE_SIZE),
         }),
     }
 }

@@ -74,6 +74,10 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: false, sched: None, race: false },
     Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
     Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None, race: false },
+    // MTSS (OS threads): the paper's 128-byte pages, every program's stacks as it asks (8 MiB
+    // for `main` and for threads that ask for 0).
+    Config { backend: "emit", mech: "mtss", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
+    Config { backend: "emit", mech: "mtss", target: "i686", chunk_size: None, green: false, sched: None, race: false },
     // Green threads (`--threads green`, two workers as on a 2-CPU machine): the fixed-stack
     // conventions, lookahead with default and smallest chunks, the MMU and heap mechanisms.
     Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },

@@ -82,6 +82,9 @@ fn relaxed_yield() {
 #[cfg(not(test))]
 fn run_main(abi: u32, argc: c_int, argv: *mut *mut core::ffi::c_char) -> c_int {
     if is_emitted_abi(abi) {
+        if abi == crate::base::abi::ABI_MTSS {
+            crate::mech::mtss::request_main_stack();
+        }
         // SAFETY: the object was compiled by the emission stage with convention `abi`, and
         // `cmm_main` takes (int argc, char **argv) (the lowering's contract).
         let r = unsafe {

@@ -64,6 +64,10 @@ pub enum MechKind {
     /// per-thread free lists by size class carved from slabs of `slab_size` bytes; `malloc`:
     /// the thesis's variant, `malloc` and `free` for every frame (`heap-malloc`).
     Heap { malloc: bool, slab_size: u32 },
+    /// The MTSS seed (Middha, Simpson, Barua, CASES 2005): every thread's native stack in one
+    /// region, an entry check in every function, and overflow into pages of `page_size` bytes
+    /// at the far end of other threads' stacks (`mech::mtss`).
+    Mtss { page_size: u32 },
 }
 
 impl MechKind {
@@ -85,6 +89,9 @@ impl MechKind {
             "heap" | "heap-malloc" => Some(MechKind::Heap {
                 malloc: s == "heap-malloc",
                 slab_size: mech::heap::DEFAULT_SLAB_SIZE,
+            }),
+            "mtss" => Some(MechKind::Mtss {
+                page_size: mech::mtss::DEFAULT_PAGE_SIZE,
             }),
             _ => None,
         }
@@ -129,18 +136,47 @@ pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, Em
     if let MechKind::Heap { malloc, slab_size } = opts.mech {
         return mech::heap::emit_program(p, opts, malloc, slab_size);
     }
+    if let MechKind::Mtss { page_size } = opts.mech {
+        check_pointer_type(p, opts)?;
+        return mech::mtss::emit_program(p, opts, page_size);
+    }
     let mech = mech::by_kind(opts.mech);
     check_pointer_type(p, opts)?;
+    let printed = print_all(p, opts.target, mech)?;
+    Ok(assemble_printed(p, opts, mech, &printed, None))
+}
+
+/// The assembly file of a printed program: the header, every function's text between the
+/// compiled code's labels, the data objects and, for the chunked mechanisms, the
+/// `__cmm_chunk_size` object (`size`: its value and what the header calls it).
+pub(crate) fn assemble_printed(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    mech: &dyn Mechanism,
+    printed: &[print::Printed],
+    size: Option<(u32, &str)>,
+) -> String {
     let mut out = String::new();
     out.push_str("\t.intel_syntax noprefix\n");
-    let _ = writeln!(
-        out,
-        "# cmm emission stage: target {:?}, mechanism {}",
-        opts.target,
-        mech.name()
-    );
+    match size {
+        Some((value, name)) => {
+            let _ = writeln!(
+                out,
+                "# cmm emission stage: target {:?}, mechanism {}, {name} {value}",
+                opts.target,
+                mech.name()
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "# cmm emission stage: target {:?}, mechanism {}",
+                opts.target,
+                mech.name()
+            );
+        }
+    }
     out.push_str("\t.text\n");
-    let printed = print_all(p, opts.target, mech)?;
     let mut frame_sizes = Vec::with_capacity(p.functions.len());
     let mut rodata = String::new();
     code_begin(p, &mut out);
@@ -151,8 +187,11 @@ pub fn emit_program(p: &LoweredProgram, opts: &EmitOptions) -> Result<String, Em
     }
     code_end(p, &mut out);
     emit_data(p, opts, mech, &frame_sizes, &rodata, &mut out);
+    if let Some((value, _)) = size {
+        emit_chunk_size(value, &mut out);
+    }
     out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
-    Ok(out)
+    out
 }
 
 /// The whole-program step every mechanism can use: instruction selection, register allocation
@@ -216,18 +255,6 @@ pub(crate) fn emit_sized_program<M: Mechanism>(
     }
     let mech = make(sizes);
     let second = print_all(p, target, &mech)?;
-    let mut out = String::new();
-    out.push_str("\t.intel_syntax noprefix\n");
-    let _ = writeln!(
-        out,
-        "# cmm emission stage: target {:?}, mechanism {}, {size_name} {chunk_size}",
-        target,
-        mech.name()
-    );
-    out.push_str("\t.text\n");
-    let mut frame_sizes = Vec::with_capacity(p.functions.len());
-    let mut rodata = String::new();
-    code_begin(p, &mut out);
     for (a, b) in first.iter().zip(&second) {
         if a.frame_size != b.frame_size {
             return Err(whole(format!(
@@ -235,15 +262,14 @@ pub(crate) fn emit_sized_program<M: Mechanism>(
                 mech.name()
             )));
         }
-        out.push_str(&b.text);
-        rodata.push_str(&b.rodata);
-        frame_sizes.push(b.frame_size);
     }
-    code_end(p, &mut out);
-    emit_data(p, opts, &mech, &frame_sizes, &rodata, &mut out);
-    emit_chunk_size(chunk_size, &mut out);
-    out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
-    Ok(out)
+    Ok(assemble_printed(
+        p,
+        opts,
+        &mech,
+        &second,
+        Some((chunk_size, size_name)),
+    ))
 }
 
 /// Green-thread programs: the label before the first function of the compiled code (the

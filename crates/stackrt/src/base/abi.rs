@@ -56,6 +56,12 @@ pub const ABI_HEAP: u32 = 6;
 /// frame from a runtime call to `malloc` and one to `free`.
 pub const ABI_HEAP_MALLOC: u32 = 7;
 
+/// `__cmm_abi` value of `mtss` (the MTSS seed, `crate::mech::mtss`): callee-cleanup's calls, an
+/// entry check against the thread's limit (the thread register `ebp`/`rbp` points at its
+/// record, limit at word 0) in every function, every C call through `stackrt_ccall`.
+/// Mirrors `cmm_codegen::emit::mech::mtss::ABI_MTSS`.
+pub const ABI_MTSS: u32 = 8;
+
 /// Label at the start of a `lookahead` program's compiled code (emitted by the compiler as a
 /// global symbol before the first function). Between it and [`CODE_END_SYMBOL`] (after every
 /// function and out-of-line stub) the chunk register always holds the running chunk's header:
@@ -150,6 +156,7 @@ pub fn is_emitted_abi(abi: u32) -> bool {
         || abi == ABI_MMU_REUSE
         || abi == ABI_HEAP
         || abi == ABI_HEAP_MALLOC
+        || abi == ABI_MTSS
 }
 
 /// Whether C-- code of convention `abi` runs on a fixed (pthread or main) stack: the native

@@ -151,7 +151,7 @@ pub const MIN_HANDLER_STACK: usize = 1 << 20;
 
 /// At a thread's enter: the thread stack `T` becomes the handler stack unless a worker set
 /// one.
-pub(super) fn entered(thread_stack: usize) {
+pub fn entered(thread_stack: usize) {
     let t = tls();
     // SAFETY: the calling thread's own block.
     unsafe {
@@ -163,7 +163,7 @@ pub(super) fn entered(thread_stack: usize) {
 }
 
 /// At a thread's exit: forgets a handler stack that `entered` set.
-pub(super) fn exited() {
+pub fn exited() {
     let t = tls();
     // SAFETY: the calling thread's own block.
     unsafe {

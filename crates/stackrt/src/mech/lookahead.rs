@@ -27,9 +27,11 @@ pub const NATIVE_THREAD_STACK: usize = 128 * 1024;
 
 /// The stack size `sthread_create` asks pthreads for under `abi`: `requested` for fixed-stack
 /// conventions, [`NATIVE_THREAD_STACK`] under the chunked ones (`lookahead`, `mmu`,
-/// `mmu-reuse`) and the heap ones (their native stack is the C stack of C calls).
+/// `mmu-reuse`), the heap ones and `mtss` (their native stack is the C stack of C calls; under
+/// `mtss` the request sizes the thread's stack in the region instead).
 pub fn thread_stack_request(abi: u32, requested: c_int) -> c_int {
     if abi == crate::base::abi::ABI_LOOKAHEAD
+        || abi == crate::base::abi::ABI_MTSS
         || abi == crate::base::abi::ABI_MMU
         || abi == crate::base::abi::ABI_MMU_REUSE
         || abi == crate::base::abi::ABI_HEAP

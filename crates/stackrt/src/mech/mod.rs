@@ -10,6 +10,7 @@ pub mod callback;
 pub mod heap;
 pub mod lookahead;
 pub mod mmu;
+pub mod mtss;
 
 use crate::base::abi::{
     ABI_CALLEE_CLEANUP as CALLEE_CLEANUP, ABI_HEAP as HEAP, ABI_HEAP_MALLOC as HEAP_MALLOC,
@@ -89,6 +90,9 @@ pub unsafe fn enter(abi: u32, fp: usize, a0: usize, a1: usize) -> Option<usize> 
             // this native stack).
             Some(unsafe { heap::enter(fp, a0, a1, nargs) })
         }
+        // SAFETY: as above for the MTSS convention (a fresh native stack of the region; C calls
+        // run on this OS stack, the handler stack).
+        crate::base::abi::ABI_MTSS => Some(unsafe { mtss::enter(fp, a0, a1, nargs) }),
         _ => None,
     }
 }

@@ -22,6 +22,7 @@ pub unsafe fn thread_start(
     fp: c_int,
     arg: *mut c_void,
     race: *mut crate::race::RaceThread,
+    stack_request: c_int,
 ) -> (StartRoutine, *mut c_void) {
     let abi = program_abi();
     check_abi(abi);
@@ -32,6 +33,7 @@ pub unsafe fn thread_start(
             fp: addr,
             arg: arg as usize,
             race,
+            stack_request,
         });
         return (emitted_thread_entry, Box::into_raw(start).cast());
     }
@@ -48,6 +50,8 @@ struct EmittedStart {
     fp: usize,
     arg: usize,
     race: *mut crate::race::RaceThread,
+    /// `sthread_create`'s stack size (the native stack under `mtss`).
+    stack_request: c_int,
 }
 
 extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
@@ -55,6 +59,9 @@ extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
     let start = unsafe { Box::from_raw(p.cast::<EmittedStart>()) };
     crate::signals::thread_setup(is_fixed_stack_abi(start.abi), false);
     crate::race::set_current(start.race);
+    if start.abi == crate::base::abi::ABI_MTSS {
+        crate::mech::mtss::request_stack(start.stack_request);
+    }
     // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
     // compiled with the program's convention `abi`.
     let r = unsafe { crate::mech::enter(start.abi, start.fp, start.arg, 0) };

@@ -114,6 +114,8 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
         return handle;
     }
 
+    // What the thread asked for: its stack in the region under `mtss`.
+    let requested = fpStackSize;
     // Under `lookahead` C-- code runs on stack chunks: the native stack stays small.
     #[allow(non_snake_case)]
     let fpStackSize = crate::mech::lookahead::thread_stack_request(
@@ -156,7 +158,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
     let handle = threads.next_handle();
     let race = crate::race::fork(handle);
     // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
-    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg, race) };
+    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg, race, requested) };
     let mut tid: libc::pthread_t = 0;
     // SAFETY: `attr` is initialized; `routine` is a valid start routine for `routine_arg`.
     let rc = unsafe { libc::pthread_create(&mut tid, attr.as_ptr(), routine, routine_arg) };
@@ -246,9 +248,12 @@ pub unsafe extern "C" fn sthread_join(handle: c_int, retval: *mut *mut c_void) -
         Ok(t) => t,
         Err(e) => return e.errno(),
     };
+    // Under `mtss` the joining thread's stack may lend pages while it waits.
+    let parked = crate::mech::mtss::park();
     // SAFETY: `tid` is a joinable thread created by sthread_create, joined only here (the
     // table marks it as being joined); `retval` is NULL or writable per the contract.
     let rc = unsafe { libc::pthread_join(tid, retval) };
+    crate::mech::mtss::unpark(parked);
     if rc == 0 {
         // SAFETY: the thread ended (pthread_join succeeded); its state is joined once, here.
         unsafe { crate::race::join(race as *mut crate::race::RaceThread) };
@@ -401,7 +406,13 @@ pub unsafe extern "C" fn sthread_mutex_lock(m: *mut c_void) {
     crate::race::sync_begin();
     crate::race::sync_wait();
     // SAFETY: `m` is a live initialized mutex per the contract.
-    unsafe { libc::pthread_mutex_lock(m) };
+    if unsafe { libc::pthread_mutex_trylock(m) } != 0 {
+        // Blocked: under `mtss` the thread's stack may lend pages meanwhile.
+        let parked = crate::mech::mtss::park();
+        // SAFETY: as above.
+        unsafe { libc::pthread_mutex_lock(m) };
+        crate::mech::mtss::unpark(parked);
+    }
     crate::race::acquire(m as usize);
 }
 

@@ -15,6 +15,7 @@ pub mod ccall;
 pub mod heap;
 pub mod lookahead;
 pub mod mmu;
+pub mod mtss;
 mod traditional;
 
 pub use callee_cleanup::CalleeCleanup;
@@ -121,6 +122,7 @@ pub fn by_kind(kind: MechKind) -> &'static dyn Mechanism {
         MechKind::Mmu { reuse: true, .. } => &mmu::MMU_REUSE_BASE,
         MechKind::Heap { malloc: false, .. } => &heap::HEAP_BASE,
         MechKind::Heap { malloc: true, .. } => &heap::HEAP_MALLOC_BASE,
+        MechKind::Mtss { .. } => &mtss::MtssBase,
     }
 }
 

@@ -12,6 +12,8 @@ mod i686_heap;
 mod i686_lookahead;
 #[cfg(target_arch = "x86")]
 mod i686_mmu;
+#[cfg(target_arch = "x86")]
+mod i686_mtss;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
@@ -22,3 +24,5 @@ mod x86_64_heap;
 mod x86_64_lookahead;
 #[cfg(target_arch = "x86_64")]
 mod x86_64_mmu;
+#[cfg(target_arch = "x86_64")]
+mod x86_64_mtss;

@@ -1,0 +1,278 @@
+//! Mechanism `mtss`: multi-task stack sharing (the MTSS seed: Middha, Simpson, Barua, CASES
+//! 2005). Every thread has its own ("native") stack of the size it asked for, carved from one
+//! region the runtime reserves at start; a check at every procedure entry compares the stack
+//! pointer against the thread's *limit*, and a thread that would overflow its native stack grows
+//! into a *page* (128 bytes by default, `--chunk-size`) at the far end of another thread's free
+//! stack space (`stackrt::mech::mtss`).
+//!
+//! # Sequences, side by side with the paper
+//!
+//! Calls and returns are `callee-cleanup`'s ([`super::CalleeCleanup`]: the caller pushes the
+//! return address and the arguments and jumps; the callee removes everything and jumps back).
+//! The thread register `rbp`/`ebp` (reserved, as the chunk register of `lookahead`) holds the
+//! address of the running thread's record, whose first word is its limit. At the entry of a
+//! function whose frame is `S` bytes and whose calls push at most `P` bytes:
+//!
+//! ```text
+//!  paper figure 3                               this stage (x86-64; i686: ecx, edx, esp, ebp)
+//!  if ((Stack-Ptr < Overflow-Ptr[task]) ||      lea  r11, [rsp - (S + P + 16)]
+//!      Overflow-Started[task])                  cmp  r11, qword ptr [rbp]     ; limit
+//!    call overflow handler                      jb   .LmtK_ovf
+//!                                             .LmtK_go:
+//!                                               sub  rsp, S
+//!                                               ...
+//!                                               ; in `.subsection 1`:
+//!                                             .LmtK_ovf:
+//!                                               mov  r11d, S + P + 16
+//!                                               mov  r10d, A               ; argument bytes
+//!                                               call stackrt_mtss_overflow
+//!                                               jmp  .LmtK_go
+//! ```
+//!
+//! The paper's two conditions are one compare here: while the thread runs on its native stack
+//! its limit is its overflow pointer (the top of the space other threads' overflowing stacks
+//! took from it); while it runs on a page, the runtime sets the limit to the page's low end
+//! (the paper's `Overflow-Started`, then "the stack pointer of the task is compared against
+//! the page boundary"). The check counts the pushes of the function's calls (`P`: a C-- call's
+//! return address and arguments, a C call's padded arguments and the C-call trampoline's
+//! words), because under callee-cleanup the caller pushes them below its frame before the
+//! callee's own check runs; and 16 bytes of slack for the overflow handler's return address.
+//!
+//! The overflow handler ([`OVERFLOW_HANDLER`]) takes `ceil((S + P + 16 + A + slot) / page)`
+//! contiguous pages from another thread (the one with the fewest pages lent, holes first),
+//! copies the `A` bytes of arguments and the return address there (the paper: "overflowing
+//! procedure arguments are copied over to the new stack page"), replaces the copied return
+//! address by the runtime's return stub, and goes on at `.LmtK_go` with the stack pointer on
+//! the page. The function's own epilogue then returns into the stub, which gives the pages
+//! back (the overflow pointer of the donor recedes: the paper's figure 4), restores the
+//! caller's stack pointer and limit, and jumps to the real return address. So the paper's
+//! check at every procedure exit is made only by the first frame of a page, which is the only
+//! one that can leave it: a function that does not overflow pays nothing on return.
+//!
+//! # C calls
+//!
+//! Every call to a C function, the thread library's included, runs on the OS thread's handler
+//! stack (its native stack below the entry trampoline) through the runtime's C-call trampoline
+//! ([`super::ccall`]): a thread's MTSS stack holds C-- frames only, so its size is what its C--
+//! code needs, and C code, which has no checks, never runs on another thread's page.
+//!
+//! # Frames
+//!
+//! Nothing that needs the C ABI's 16-byte alignment runs on an MTSS stack, so frames are
+//! aligned to a word only, as under green `lookahead`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use regalloc2::PReg;
+
+use super::{sub_sp, CallSite, CalleeCleanup, FrameInfo, Mechanism};
+use crate::emit::{regs, EmitError, EmitOptions, Target};
+use crate::lower::LoweredProgram;
+
+/// ABI id of `mtss` (`stackrt::base::abi::ABI_MTSS`).
+pub const ABI_MTSS: u32 = 8;
+
+/// The paper's default page: 128 bytes.
+pub const DEFAULT_PAGE_SIZE: u32 = 128;
+
+/// The runtime's overflow handler (`stackrt::mech::arch::*_mtss`).
+pub const OVERFLOW_HANDLER: &str = "stackrt_mtss_overflow";
+
+/// The thread register: `rbp`/`ebp`, the address of the running thread's record, whose first
+/// word is the limit the entry checks compare against.
+pub const THREAD_REGISTER: u8 = regs::RBP;
+
+/// Bytes below the checked room that stay free besides: the overflow handler's return address
+/// (and the i686 handler's alignment).
+pub const CHECK_SLACK: u32 = 16;
+
+/// Bytes of the thread's stack a C call uses below the arguments it pushed: the trampoline's
+/// words ([`super::ccall::CCALL_STACK`]).
+const C_CALL_WORDS: u32 = super::ccall::CCALL_STACK;
+
+/// Checks that a page size (`--chunk-size` under `mtss`) is one the runtime accepts: a power
+/// of two from 16 bytes to 64 KiB (the paper measured 32 to 512).
+pub fn validate_page_size(bytes: u64) -> Result<u32, String> {
+    if !(16..=65536).contains(&bytes) || !bytes.is_power_of_two() {
+        return Err(format!(
+            "page size {bytes} must be a power of two between 16 and 65536 bytes"
+        ));
+    }
+    Ok(bytes as u32)
+}
+
+/// The stateless face of the mechanism ([`super::by_kind`]): name, ABI id, reserved register
+/// and sequences whose entry checks count the frame alone. [`emit_program`] prints with
+/// [`Mtss`], which adds every function's pushes.
+pub struct MtssBase;
+
+impl Mechanism for MtssBase {
+    fn name(&self) -> &'static str {
+        "mtss"
+    }
+    fn abi_id(&self) -> u32 {
+        ABI_MTSS
+    }
+    fn reserved_regs(&self, _target: Target) -> Vec<PReg> {
+        vec![regs::gpr(THREAD_REGISTER)]
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        CalleeCleanup.entry_arg_offset(target)
+    }
+    fn frame_align(&self, target: Target) -> u32 {
+        target.slot()
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        entry_check(f, f.frame_size + CHECK_SLACK, out);
+        sub_sp(f.target, f.frame_size, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        CalleeCleanup.epilogue(f, out);
+    }
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        CalleeCleanup.call_prefix(c, out)
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        CalleeCleanup.call_suffix(c, out);
+    }
+    fn extern_call(&self, c: &CallSite, out: &mut String) {
+        super::ccall::call_on_handler_stack(c, out);
+    }
+}
+
+/// The mechanism as [`emit_program`] prints with it: the first pass records every function's
+/// frame and largest pushes; the second prints the entry checks with their room.
+struct Mtss {
+    /// Per function symbol: `S + P + CHECK_SLACK` (None in the first pass).
+    room: Option<HashMap<String, u32>>,
+    state: RefCell<State>,
+}
+
+/// What the first pass records while it prints.
+#[derive(Default)]
+struct State {
+    /// The function being printed.
+    current: String,
+    /// Per function symbol: its frame `S` and the most bytes one of its calls pushes.
+    frames: HashMap<String, (u32, u32)>,
+}
+
+impl Mtss {
+    fn note_pushes(&self, bytes: u32) {
+        let mut st = self.state.borrow_mut();
+        let cur = st.current.clone();
+        if let Some(e) = st.frames.get_mut(&cur) {
+            e.1 = e.1.max(bytes);
+        }
+    }
+}
+
+impl Mechanism for Mtss {
+    fn name(&self) -> &'static str {
+        MtssBase.name()
+    }
+    fn abi_id(&self) -> u32 {
+        MtssBase.abi_id()
+    }
+    fn reserved_regs(&self, target: Target) -> Vec<PReg> {
+        MtssBase.reserved_regs(target)
+    }
+    fn entry_arg_offset(&self, target: Target) -> u32 {
+        MtssBase.entry_arg_offset(target)
+    }
+    fn frame_align(&self, target: Target) -> u32 {
+        MtssBase.frame_align(target)
+    }
+    fn prologue(&self, f: &FrameInfo, out: &mut String) {
+        {
+            let mut st = self.state.borrow_mut();
+            st.current = f.symbol.to_string();
+            st.frames.insert(f.symbol.to_string(), (f.frame_size, 0));
+        }
+        let room = self
+            .room
+            .as_ref()
+            .and_then(|r| r.get(f.symbol).copied())
+            .unwrap_or(f.frame_size + CHECK_SLACK);
+        entry_check(f, room, out);
+        sub_sp(f.target, f.frame_size, out);
+    }
+    fn epilogue(&self, f: &FrameInfo, out: &mut String) {
+        MtssBase.epilogue(f, out);
+    }
+    fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        MtssBase.call_prefix(c, out)
+    }
+    fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        self.note_pushes(c.arg_bytes + c.target.slot());
+        MtssBase.call_suffix(c, out);
+    }
+    fn extern_call(&self, c: &CallSite, out: &mut String) {
+        // An x87 result is stored through 8 bytes of the stack after the call (i686).
+        self.note_pushes(c.arg_bytes.max(8) + C_CALL_WORDS);
+        MtssBase.extern_call(c, out);
+    }
+}
+
+/// The entry check (see the module docs) and, out of line, the call of the overflow handler.
+/// Its labels are named after the function (unique in the file).
+fn entry_check(f: &FrameInfo, room: u32, out: &mut String) {
+    let (sp, tr, scratch, scratch32, args32, word) = match f.target {
+        Target::X86_64 => ("rsp", "rbp", "r11", "r11d", "r10d", "qword"),
+        Target::I686 => ("esp", "ebp", "ecx", "ecx", "edx", "dword"),
+    };
+    let l = f.symbol;
+    let _ = writeln!(out, "\tlea {scratch}, [{sp} - {room}]\t# mtss: room {room}");
+    let _ = writeln!(
+        out,
+        "\tcmp {scratch}, {word} ptr [{tr}]\t# the thread's limit"
+    );
+    let _ = writeln!(out, "\tjb .Lmt_{l}_ovf");
+    let _ = writeln!(out, ".Lmt_{l}_go:");
+    out.push_str("\t.subsection 1\n");
+    let _ = writeln!(out, ".Lmt_{l}_ovf:");
+    let _ = writeln!(out, "\tmov {scratch32}, {room}");
+    let _ = writeln!(out, "\tmov {args32}, {}", f.arg_bytes);
+    let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
+    let _ = writeln!(out, "\tjmp .Lmt_{l}_go");
+    out.push_str("\t.subsection 0\n");
+}
+
+/// Emits the whole program under `mtss`: a first pass learns every function's frame and
+/// largest pushes, the second prints the entry checks with them; `__cmm_chunk_size` holds the
+/// page size (the runtime's, `--chunk-size`).
+pub fn emit_program(
+    p: &LoweredProgram,
+    opts: &EmitOptions,
+    page_size: u32,
+) -> Result<String, EmitError> {
+    validate_page_size(page_size as u64).map_err(|message| EmitError {
+        function: None,
+        message,
+    })?;
+    let first = Mtss {
+        room: None,
+        state: RefCell::new(State::default()),
+    };
+    crate::emit::print_all(p, opts.target, &first)?;
+    let st = first.state.into_inner();
+    let room = st
+        .frames
+        .into_iter()
+        .map(|(sym, (frame, pushes))| (sym, frame + pushes + CHECK_SLACK))
+        .collect();
+    let mech = Mtss {
+        room: Some(room),
+        state: RefCell::new(State::default()),
+    };
+    let printed = crate::emit::print_all(p, opts.target, &mech)?;
+    Ok(crate::emit::assemble_printed(
+        p,
+        opts,
+        &mech,
+        &printed,
+        Some((page_size, "page size")),
+    ))
+}
