@@ -17,12 +17,15 @@ pub type StartRoutine = extern "C" fn(*mut c_void) -> *mut c_void;
 ///
 /// # Safety
 /// `fp` must be the address of a C-- function `void *f(void *)` of the linked program.
-/// `race` is the thread's race detector state (`crate::race::fork`; null without `--race`).
+/// `race` is the thread's race detector state (`crate::race::fork`; null without `--race`);
+/// `stack_request` and `handle` are `sthread_create`'s stack size and the new thread's handle
+/// (its native stack and its name in messages under `mtss`).
 pub unsafe fn thread_start(
     fp: c_int,
     arg: *mut c_void,
     race: *mut crate::race::RaceThread,
     stack_request: c_int,
+    handle: c_int,
 ) -> (StartRoutine, *mut c_void) {
     let abi = program_abi();
     check_abi(abi);
@@ -34,6 +37,7 @@ pub unsafe fn thread_start(
             arg: arg as usize,
             race,
             stack_request,
+            handle,
         });
         return (emitted_thread_entry, Box::into_raw(start).cast());
     }
@@ -50,8 +54,9 @@ struct EmittedStart {
     fp: usize,
     arg: usize,
     race: *mut crate::race::RaceThread,
-    /// `sthread_create`'s stack size (the native stack under `mtss`).
+    /// `sthread_create`'s stack size (the native stack under `mtss`) and the thread's handle.
     stack_request: c_int,
+    handle: c_int,
 }
 
 extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
@@ -60,7 +65,7 @@ extern "C" fn emitted_thread_entry(p: *mut c_void) -> *mut c_void {
     crate::signals::thread_setup(is_fixed_stack_abi(start.abi), false);
     crate::race::set_current(start.race);
     if start.abi == crate::base::abi::ABI_MTSS {
-        crate::mech::mtss::request_stack(start.stack_request);
+        crate::mech::mtss::request_stack(start.stack_request, start.handle);
     }
     // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this program,
     // compiled with the program's convention `abi`.

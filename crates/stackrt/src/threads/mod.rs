@@ -158,7 +158,7 @@ pub unsafe extern "C" fn sthread_create(arg: *mut c_void, fp: c_int, fpStackSize
     let handle = threads.next_handle();
     let race = crate::race::fork(handle);
     // SAFETY: the caller guarantees `fp` is a C-- thread entry function.
-    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg, race, requested) };
+    let (routine, routine_arg) = unsafe { entry::thread_start(fp, arg, race, requested, handle) };
     let mut tid: libc::pthread_t = 0;
     // SAFETY: `attr` is initialized; `routine` is a valid start routine for `routine_arg`.
     let rc = unsafe { libc::pthread_create(&mut tid, attr.as_ptr(), routine, routine_arg) };

@@ -52,7 +52,7 @@
 pub mod space;
 
 use core::cell::Cell;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::*};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 
 use space::{Grant, Space, StackId};
@@ -91,6 +91,8 @@ pub struct MtssThread {
     ret_sp: usize,
     /// The native stack's name in the space.
     id: StackId,
+    /// The thread's `sthread_*` handle (0: `main`), for messages.
+    handle: i32,
     /// The pages the thread's stack runs on, innermost last.
     frames: Vec<PageFrame>,
     /// The record this OS thread ran before this one was entered (a C callback's nesting).
@@ -156,8 +158,9 @@ static PEAK_USED: AtomicUsize = AtomicUsize::new(0);
 thread_local! {
     /// The record of the C-- thread this OS thread runs (null outside C-- code).
     static CURRENT: Cell<*mut MtssThread> = const { Cell::new(core::ptr::null_mut()) };
-    /// The native stack size the next entry on this OS thread asks for (0: the default).
-    static REQUEST: Cell<usize> = const { Cell::new(0) };
+    /// The native stack size the next entry on this OS thread asks for (0: the default), and
+    /// the thread's handle (`main`: 0).
+    static REQUEST: Cell<(usize, i32)> = const { Cell::new((0, 0)) };
     /// Retires the thread's stack if it ends without returning through its entry
     /// (`sthread_exit`).
     static OWNED: ExitGuard = const { ExitGuard(Cell::new(core::ptr::null_mut())) };
@@ -266,16 +269,16 @@ fn print_stats() {
 }
 
 /// The native stack size the next [`enter`] on this OS thread gives its thread (`sthread_create`'s
-/// request; 0 or less: the default).
-pub fn request_stack(bytes: core::ffi::c_int) {
-    REQUEST.with(|r| r.set(bytes.max(0) as usize));
+/// request; 0 or less: the default) and the thread's handle.
+pub fn request_stack(bytes: core::ffi::c_int, handle: core::ffi::c_int) {
+    REQUEST.with(|r| r.set((bytes.max(0) as usize, handle)));
 }
 
 /// Makes the next [`enter`] on this OS thread `main`'s: its native stack is
 /// `STACKRT_MTSS_MAIN_STACK` bytes, or [`DEFAULT_MAIN_STACK`].
 pub fn request_main_stack() {
     let size = env_bytes("STACKRT_MTSS_MAIN_STACK", DEFAULT_MAIN_STACK);
-    REQUEST.with(|r| r.set(size));
+    REQUEST.with(|r| r.set((size, 0)));
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
@@ -304,7 +307,7 @@ pub unsafe fn enter(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize {
 #[no_mangle]
 pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThread {
     crate::chunk::handler::entered(handler_top);
-    let request = REQUEST.with(|r| r.replace(0));
+    let (request, handle) = REQUEST.with(|r| r.replace((0, -1)));
     let size = if request > 0 {
         request
     } else {
@@ -330,6 +333,7 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
         ret_to: 0,
         ret_sp: 0,
         id: carved.id,
+        handle,
         frames: Vec::new(),
         outer: CURRENT.with(Cell::get),
     }));
@@ -415,16 +419,25 @@ fn sync_limit(sh: &Shared, id: StackId) {
     }
 }
 
-/// Ends the program: the calling thread overflowed and no thread has `bytes` contiguous bytes
-/// to lend, nor can any (every other thread is parked or waits for room too).
-fn no_room(sh: MutexGuard<'static, Shared>, bytes: usize) -> ! {
+/// Set by the first thread that finds no room (module docs): the others that find none while
+/// it exits say nothing more.
+static OUT_OF_ROOM: AtomicBool = AtomicBool::new(false);
+
+/// Ends the program: the calling thread (`handle`) overflowed and no thread has `bytes`
+/// contiguous bytes to lend, nor can any (every other thread is parked or waits for room too).
+/// One line, whichever threads find it at once.
+fn no_room(sh: MutexGuard<'static, Shared>, handle: i32, bytes: usize) -> ! {
     drop(sh);
-    let tid = crate::base::os::gettid();
-    // SAFETY: getpid has no preconditions.
-    let what = if tid == unsafe { libc::getpid() } {
-        format!("main (tid {tid})")
-    } else {
-        format!("thread (tid {tid})")
+    if OUT_OF_ROOM.swap(true, AcqRel) {
+        loop {
+            // SAFETY: pause has no preconditions; the first thread here ends the process.
+            unsafe { libc::pause() };
+        }
+    }
+    let what = match handle {
+        0 => "main".to_string(),
+        h if h > 0 => format!("thread {h}"),
+        _ => format!("a C callback (tid {})", crate::base::os::gettid()),
     };
     fail(
         &format!(
@@ -474,7 +487,7 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
                     let _ = sh.space.set_floor(r.id, None);
                 }
             }
-            Err(_) => no_room(sh, bytes),
+            Err(_) => no_room(sh, r.handle, bytes),
         }
     };
     sync_limit(&sh, grant.donor);
