@@ -88,7 +88,7 @@ fn tasks_with_too_small_stacks_complete_by_sharing() {
         let mut cmd = Command::new(&fixed);
         cmd.args(["4", "1000", "2048"]);
         let o = run_within(cmd, Duration::from_secs(60), "traditional");
-        assert_one_line(&o, "overflowed its fixed stack", &format!("{target}"));
+        assert_one_line(&o, "overflowed its fixed stack", target);
     }
 }
 
