@@ -40,8 +40,8 @@
 //!
 //! # Sizes
 //! A thread's native stack is what `sthread_create` asks for (rounded up to pages), or
-//! [`DEFAULT_THREAD_STACK`] when it asks for 0; `main`'s is [`DEFAULT_MAIN_STACK`]
-//! (`STACKRT_MTSS_MAIN_STACK`). The region is reserved once, at the first entry:
+//! [`DEFAULT_THREAD_STACK`] when it asks for 0; `main`'s is `STACKRT_MTSS_MAIN_STACK`, else
+//! the stack limit (`ulimit -s`), or [`UNLIMITED_MAIN_STACK`] when that is unlimited. The region is reserved once, at the first entry:
 //! `STACKRT_MTSS_REGION` bytes, or [`DEFAULT_REGION`] (halved until the system grants it);
 //! its pages cost memory only once touched. `STACKRT_STATS=1` prints its size, the page size,
 //! the overflows and the most pages lent at once.
@@ -66,8 +66,12 @@ const P: usize = core::mem::size_of::<usize>();
 /// default stack, so programs written for fixed stacks run unchanged.
 pub const DEFAULT_THREAD_STACK: usize = 8 << 20;
 
-/// `main`'s native stack (`STACKRT_MTSS_MAIN_STACK`): the default `ulimit -s`.
-pub const DEFAULT_MAIN_STACK: usize = 8 << 20;
+/// `main`'s native stack under `ulimit -s unlimited` (else it is the limit, as a fixed main
+/// stack's; `STACKRT_MTSS_MAIN_STACK` overrides both): address space, not memory.
+#[cfg(target_pointer_width = "64")]
+pub const UNLIMITED_MAIN_STACK: usize = 4 << 30;
+#[cfg(target_pointer_width = "32")]
+pub const UNLIMITED_MAIN_STACK: usize = 256 << 20;
 
 /// The region reserved at start (`STACKRT_MTSS_REGION`): address space, not memory.
 #[cfg(target_pointer_width = "64")]
@@ -98,6 +102,10 @@ pub struct MtssThread {
     /// The record this OS thread ran before this one was entered (a C callback's nesting).
     outer: *mut MtssThread,
 }
+
+/// Bytes below a function's arguments that the overflow stub uses on the native stack (its
+/// return address; 16 on both targets, as the entry checks' slack).
+const STUB_WORDS: usize = 16;
 
 /// Offsets of the words the assembly reads (`crate::mech::arch::*_mtss`).
 pub const TOP_OFFSET: usize = P;
@@ -275,9 +283,21 @@ pub fn request_stack(bytes: core::ffi::c_int, handle: core::ffi::c_int) {
 }
 
 /// Makes the next [`enter`] on this OS thread `main`'s: its native stack is
-/// `STACKRT_MTSS_MAIN_STACK` bytes, or [`DEFAULT_MAIN_STACK`].
+/// `STACKRT_MTSS_MAIN_STACK` bytes, else the stack limit (`ulimit -s`) as a fixed main stack
+/// has, or [`UNLIMITED_MAIN_STACK`] when that is unlimited.
 pub fn request_main_stack() {
-    let size = env_bytes("STACKRT_MTSS_MAIN_STACK", DEFAULT_MAIN_STACK);
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into `lim`, a valid rlimit.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut lim) };
+    let limit = if rc != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+        UNLIMITED_MAIN_STACK
+    } else {
+        (lim.rlim_cur as usize).min(UNLIMITED_MAIN_STACK)
+    };
+    let size = env_bytes("STACKRT_MTSS_MAIN_STACK", limit);
     REQUEST.with(|r| r.set((size, 0)));
 }
 
@@ -468,6 +488,9 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
     let r = unsafe { &mut *rec };
     let copy = args + P;
     let bytes = room + copy;
+    // The lowest word of the native stack in use until the stub has jumped to the pages: the
+    // stub's own return address, just below the function's arguments.
+    let floor = sp - STUB_WORDS;
     let mut sh = lock();
     let grant = loop {
         match sh.space.lend(r.id, bytes) {
@@ -477,7 +500,7 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
             Err(_) if sh.active > 1 => {
                 sh.active -= 1;
                 if r.frames.is_empty() {
-                    let _ = sh.space.set_floor(r.id, Some(sp));
+                    let _ = sh.space.set_floor(r.id, Some(floor));
                 }
                 sh = ROOM
                     .wait(sh)
@@ -493,8 +516,9 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
     sync_limit(&sh, grant.donor);
     let page = sh.page;
     if r.frames.is_empty() {
-        // Its native stack below the caller's frame is free until it comes back.
-        let _ = sh.space.set_floor(r.id, Some(sp + copy));
+        // Its native stack below the function's arguments is free until it comes back (the
+        // arguments are copied; the stub reads its return address below them after this).
+        let _ = sh.space.set_floor(r.id, Some(floor));
         if let Some(Some(o)) = sh.owners.get_mut(r.id.0 as usize) {
             o.on_pages = true;
         }
