@@ -15,16 +15,16 @@ use std::fmt::Write as _;
 /// "inconclusive"), and its text (e.g. "1.04x at 4000000").
 type Measured = Option<(f64, Option<f64>, String)>;
 
-struct Finding {
+pub(crate) struct Finding {
     /// The figure that shows it: a plot's file stem (`<experiment>-<time|ratio|memory>`).
-    plot: &'static str,
-    source: &'static str,
-    claim: &'static str,
-    thesis: &'static str,
-    measure: fn(&Results, &Table, Target) -> Measured,
-    holds: fn(f64) -> bool,
+    pub(crate) plot: &'static str,
+    pub(crate) source: &'static str,
+    pub(crate) claim: &'static str,
+    pub(crate) thesis: &'static str,
+    pub(crate) measure: fn(&Results, &Table, Target) -> Measured,
+    pub(crate) holds: fn(f64) -> bool,
     /// Why it does not hold here, when we know (shown with the verdict "changed").
-    changed_because: &'static str,
+    pub(crate) changed_because: &'static str,
 }
 
 fn x_text(x: f64) -> String {
@@ -809,7 +809,7 @@ pub fn write_table(
         "| finding | source: figure | ours i686 | ours x86-64 | verdict | plot |\n|---|---|---|---|---|---|"
     );
     let targets = [Target::I686, Target::X86_64];
-    for f in findings() {
+    for f in findings().into_iter().chain(crate::mtss::findings()) {
         let ours: Vec<Measured> = targets
             .iter()
             .map(|&t| (f.measure)(results, table, t))
@@ -874,6 +874,23 @@ pub fn write_table(
             f.thesis,
             text(&ours[0]),
             text(&ours[1])
+        );
+    }
+    // Figures without a target to hold them to.
+    for row in crate::mtss::measured_rows(results, table) {
+        let [i686, x86_64] = row.ours.map(|o| o.unwrap_or_else(|| "not measured".into()));
+        let verdict = if i686 == x86_64 && i686 == "not measured" {
+            "not measured"
+        } else {
+            "measured"
+        };
+        let plot = plots
+            .get(row.plot)
+            .map_or("-".to_string(), |path| format!("[{}]({path})", row.plot));
+        let _ = writeln!(
+            out,
+            "| {} | {}: {} | {i686} | {x86_64} | {verdict} | {plot} |",
+            row.claim, row.source, row.paper
         );
     }
 }

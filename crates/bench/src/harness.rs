@@ -141,6 +141,12 @@ pub fn not_applicable_to_chunked(v: &Variant) -> Option<&'static str> {
             "every frame is a heap block of its own: no call sits on a chunk boundary, so there \
              is no split to provoke",
         ),
+        // Its overflow borrows pages of another thread's stack: a lone thread has no donor
+        // (`mtss_overflow` measures it with one).
+        Toolchain::Cmm { mech, .. } if mech == "mtss" => Some(
+            "a fixed native stack that overflows into other threads' stacks: a single thread \
+             has no donor (mtss_overflow measures an overflow and its return)",
+        ),
         _ => None,
     }
 }
@@ -159,6 +165,8 @@ pub struct Results {
     pub counts: Vec<CountRecord>,
     /// Per experiment: variant label and target -> the stack-size argument it was given.
     pub stacks: Vec<(String, String)>,
+    /// The MTSS seed's MSO/PRS step (`mtss_share`), per workload and target.
+    pub mtss: Vec<crate::mtss::Share>,
     pub elapsed: Duration,
 }
 
@@ -375,6 +383,7 @@ impl Session<'_> {
 
     fn invocation(&self, e: &Experiment, v: &Variant, exe: &Path, args: &[String]) -> Invocation {
         let mut env = e.env.clone();
+        env.extend(crate::mtss::main_stack_env(v, e.main_stack, &e.env));
         if v.is_cmm() {
             env.push(("STACKRT_STATS".to_string(), "1".to_string()));
         }
@@ -1075,7 +1084,23 @@ pub fn run(options: &Options) -> Result<Results, String> {
         memory_budget: physical_memory_bytes() / 4 * 3,
         scratch,
     };
+    let mut mtss = Vec::new();
     for e in &experiments {
+        if e.name == crate::mtss::SHARE {
+            // A custom step (bisections over stack sizes), not points measured in rounds.
+            let progress = &mut session.progress;
+            let (shares, notes) = crate::mtss::measure(crate::mtss::Context {
+                root: &options.root,
+                cmm: &options.cmm,
+                scratch: &session.scratch,
+                runner: &session.runner,
+                size: options.size,
+                targets: &options.targets,
+                show: &mut |what: &str| progress.show(what),
+            });
+            mtss.extend(shares);
+            session.notes.extend(notes);
+        }
         if e.mechanisms == Mechanisms::Chunked {
             for &target in &options.targets {
                 for mech in &mechanisms {
@@ -1129,6 +1154,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
         notes: session.notes,
         counts: session.counts,
         stacks: session.stacks,
+        mtss,
         elapsed: start.elapsed(),
     })
 }
@@ -1180,6 +1206,7 @@ mod tests {
         for mech in ["traditional", "callee-cleanup", "heap", "heap-malloc"] {
             assert!(not_applicable_to_chunked(&cmm(mech)).is_some(), "{mech}");
         }
+        assert!(not_applicable_to_chunked(&cmm("mtss")).is_some());
         for mech in ["lookahead", "mmu", "mmu-reuse"] {
             assert!(not_applicable_to_chunked(&cmm(mech)).is_none(), "{mech}");
         }

@@ -160,6 +160,9 @@ fn experiment_section(
     if e.name == crate::grid::EXPERIMENT {
         crate::grid::write_tables(out, table, &e.points);
     }
+    if e.name == crate::mtss::SHARE {
+        crate::mtss::write_tables(out, results);
+    }
     counts_section(out, results, e);
     let baseline = e.baseline;
     for &target in &Target::ALL {

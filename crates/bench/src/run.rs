@@ -87,6 +87,10 @@ pub fn parse_stats(stderr: &str) -> (BTreeMap<String, u64>, String) {
     let mut other = Vec::new();
     for line in stderr.lines() {
         let Some(rest) = line.strip_prefix("stackrt:   ") else {
+            // mtss prints its statistics on one line of its own.
+            if crate::mtss::parse_stats_line(line, &mut stats) {
+                continue;
+            }
             if !line.starts_with("stackrt: stack statistics") && !line.trim().is_empty() {
                 other.push(line);
             }
