@@ -1569,7 +1569,5 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             ],
         });
     }
-    // --- The MTSS seed (004): overhead, MSO and PRS, the worst overflow ---
-    list.extend(crate::mtss::experiments(root, size));
     list
 }

@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 /// A measured value (from mean times, the thesis's statistic), the same value from minimum
 /// times when it applies (robust to a noisy machine: a verdict the two disagree on is
 /// "inconclusive"), and its text (e.g. "1.04x at 4000000").
-type Measured = Option<(f64, Option<f64>, String)>;
+pub type Measured = Option<(f64, Option<f64>, String)>;
 
-pub(crate) struct Finding {
+pub struct Finding {
     /// The figure that shows it: a plot's file stem (`<experiment>-<time|ratio|memory>`).
     pub(crate) plot: &'static str,
     pub(crate) source: &'static str,
@@ -792,6 +792,8 @@ pub fn write_table(
     results: &Results,
     table: &Table,
     plots: &BTreeMap<String, String>,
+    extra: Vec<Finding>,
+    rows: Vec<MeasuredRow>,
 ) {
     let _ = writeln!(
         out,
@@ -809,7 +811,7 @@ pub fn write_table(
         "| finding | source: figure | ours i686 | ours x86-64 | verdict | plot |\n|---|---|---|---|---|---|"
     );
     let targets = [Target::I686, Target::X86_64];
-    for f in findings().into_iter().chain(crate::mtss::findings()) {
+    for f in findings().into_iter().chain(extra) {
         let ours: Vec<Measured> = targets
             .iter()
             .map(|&t| (f.measure)(results, table, t))
@@ -877,7 +879,7 @@ pub fn write_table(
         );
     }
     // Figures without a target to hold them to.
-    for row in crate::mtss::measured_rows(results, table) {
+    for row in rows {
         let [i686, x86_64] = row.ours.map(|o| o.unwrap_or_else(|| "not measured".into()));
         let verdict = if i686 == x86_64 && i686 == "not measured" {
             "not measured"
@@ -893,6 +895,16 @@ pub fn write_table(
             row.claim, row.source, row.paper
         );
     }
+}
+
+/// Rows of the findings table with a figure but no verdict ("measured").
+pub struct MeasuredRow {
+    pub claim: &'static str,
+    pub source: &'static str,
+    pub paper: &'static str,
+    /// i686, x86-64.
+    pub ours: [Option<String>; 2],
+    pub plot: &'static str,
 }
 
 fn holds_word(holds: bool) -> &'static str {

@@ -77,32 +77,7 @@ pub struct CountRecord {
     pub values: Vec<u64>,
 }
 
-/// A variant that did not run (at one point, or at all).
-#[derive(Debug, Clone)]
-pub struct Note {
-    pub experiment: &'static str,
-    pub target: Target,
-    pub variant: String,
-    /// `None`: the whole experiment.
-    pub x: Option<f64>,
-    pub kind: NoteKind,
-    pub text: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum NoteKind {
-    /// The experiment measures something the mechanism does not have (the hot split of a
-    /// fixed stack); not run, and not a failure.
-    NotApplicable,
-    /// Did not build (mechanism not implemented, peer missing).
-    NotAvailable,
-    /// A fixed stack could not run it (does not fit in memory or the address space, or crashed).
-    FixedStackCannot,
-    /// Ran out of a resource of this machine (memory, kernel memory mappings, threads).
-    OutOfResources,
-    /// Failed or printed something else than the others.
-    Failed,
-}
+pub use crate::note::{Note, NoteKind};
 
 impl NoteKind {
     /// How the report names it.
@@ -1033,7 +1008,9 @@ pub fn selected_by(experiment: &str, name: &str) -> bool {
 /// Runs the selected experiments and returns everything measured.
 pub fn run(options: &Options) -> Result<Results, String> {
     let start = Instant::now();
-    let known = crate::experiments::all(&options.root, options.size);
+    let mut known = crate::experiments::all(&options.root, options.size);
+    // The MTSS seed's (defined apart: they read the harness's results for their report).
+    known.extend(crate::mtss::experiments(&options.root, options.size));
     let unknown: Vec<&String> = options
         .only
         .iter()

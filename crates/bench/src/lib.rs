@@ -4,7 +4,7 @@
 //! the thesis and the paper ([`experiments`]) with every mechanism the compiler accepts and the
 //! peers ([`build`]), measured in interleaved rounds ([`harness`], [`run`]) and written as
 //! `results.csv`, `report.md` with a findings table ([`report`], [`findings`]; the green-thread
-//! grid's own tables in [`grid`], the MTSS seed's in [`mtss`]) and SVG plots ([`plot`]), all
+//! grid's own tables in [`grid`], the MTSS seed's in [`mtss_report`]) and SVG plots ([`plot`]), all
 //! computed from the measurements aggregated per cell ([`table`]).
 
 pub mod build;
@@ -14,6 +14,8 @@ pub mod grid;
 pub mod harness;
 pub mod machine;
 pub mod mtss;
+pub mod mtss_report;
+pub mod note;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -161,7 +161,7 @@ fn experiment_section(
         crate::grid::write_tables(out, table, &e.points);
     }
     if e.name == crate::mtss::SHARE {
-        crate::mtss::write_tables(out, results);
+        crate::mtss_report::write_tables(out, results);
     }
     counts_section(out, results, e);
     let baseline = e.baseline;
@@ -405,7 +405,14 @@ pub fn write_markdown(
             (stem, p.file.clone())
         })
         .collect();
-    findings::write_table(&mut out, results, &table, &by_stem);
+    findings::write_table(
+        &mut out,
+        results,
+        &table,
+        &by_stem,
+        crate::mtss_report::findings(),
+        crate::mtss_report::measured_rows(results, &table),
+    );
     let _ = writeln!(out, "\n## Experiments");
     for e in &results.experiments {
         let plot_files = plots.get(e.name).cloned().unwrap_or_default();

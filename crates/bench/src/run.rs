@@ -88,7 +88,7 @@ pub fn parse_stats(stderr: &str) -> (BTreeMap<String, u64>, String) {
     for line in stderr.lines() {
         let Some(rest) = line.strip_prefix("stackrt:   ") else {
             // mtss prints its statistics on one line of its own.
-            if crate::mtss::parse_stats_line(line, &mut stats) {
+            if parse_mtss_stats_line(line, &mut stats) {
                 continue;
             }
             if !line.starts_with("stackrt: stack statistics") && !line.trim().is_empty() {
@@ -299,6 +299,33 @@ impl Runner {
         }
         Some(high)
     }
+}
+
+/// Parses the line `STACKRT_STATS=1` prints at exit under `mtss` ("stackrt: mtss: region R
+/// bytes, page P bytes, O overflows, L pages lent at most, U bytes of native stacks at most")
+/// into `stats`: `overflows` (the name the other mechanisms' statistics use, so the report's
+/// overflow column shows it) and `mtss_<words>` for the rest. False for any other line (the
+/// out-of-room message also begins with "stackrt: mtss:").
+pub fn parse_mtss_stats_line(line: &str, stats: &mut BTreeMap<String, u64>) -> bool {
+    let Some(rest) = line.strip_prefix("stackrt: mtss: region ") else {
+        return false;
+    };
+    for item in format!("region {rest}").split(", ") {
+        let words: Vec<&str> = item.split_whitespace().collect();
+        let Some(at) = words.iter().position(|w| w.parse::<u64>().is_ok()) else {
+            continue;
+        };
+        let mut name: Vec<&str> = words.clone();
+        name.remove(at);
+        let name = name.join("_");
+        let key = if name == "overflows" {
+            name
+        } else {
+            format!("mtss_{name}")
+        };
+        stats.insert(key, words[at].parse().expect("checked above"));
+    }
+    true
 }
 
 #[cfg(test)]

@@ -266,13 +266,27 @@ fn mech_name(abi: u32) -> &'static str {
         crate::base::abi::ABI_MMU_REUSE => "mmu-reuse",
         crate::base::abi::ABI_HEAP => "heap",
         crate::base::abi::ABI_HEAP_MALLOC => "heap-malloc",
+        crate::base::abi::ABI_MTSS => "mtss",
         _ => "traditional --backend native",
     }
 }
 
-/// The one line of a real crash (module docs), written with `write(2)`.
+/// Set by the first crash reported: threads that crash while it ends the process (two
+/// threads overflowing their fixed stacks at once) say nothing more, so a crash is one line.
+static REPORTED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// The one line of a real crash (module docs), written with `write(2)`; if another thread
+/// reported one already, waits for it to end the process.
 fn report(addr: usize, pc: usize, sp: usize, why: mmu::Crash, chunk: Option<ChunkBounds>) {
     use core::fmt::Write;
+    if REPORTED.swap(true, core::sync::atomic::Ordering::AcqRel) {
+        // The reporting thread ends the process once its line is out: returning here would
+        // kill it first, with no line at all.
+        loop {
+            // SAFETY: pause is async-signal-safe and has no preconditions.
+            unsafe { libc::pause() };
+        }
+    }
     let mut buf = StackBuf::<512>::new();
     let tid = gettid();
     let green = GREEN_HANDLE.with(|g| g.get());

@@ -68,7 +68,10 @@ fn main() {
         Size::Full
     };
     if cli.list {
-        for e in bench::experiments::all(&root, size) {
+        let all = bench::experiments::all(&root, size)
+            .into_iter()
+            .chain(bench::mtss::experiments(&root, size));
+        for e in all {
             println!("{:<20} {} ({})", e.name, e.title, e.figures);
         }
         return;

@@ -5,7 +5,7 @@
 use super::{program_args, share_plan, Workload, DEFAULT_PAGE, SHARE};
 use crate::build::{Builder, Sources, Target, Toolchain, Variant};
 use crate::experiments::Size;
-use crate::harness::{Note, NoteKind};
+use crate::note::{Note, NoteKind};
 use crate::run::{Invocation, MainStack, Outcome, Runner};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

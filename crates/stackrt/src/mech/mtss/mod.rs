@@ -30,8 +30,8 @@
 //! * while it runs on pages of other threads: its native stack below the point where it left
 //!   is untouched until its stack returns there, which [`stackrt_mtss_shrink`] does under the
 //!   lock;
-//! * after it ended (its stack is retired: all of it may be lent, and it is freed once every
-//!   page lent from it came back).
+//! * after it ended (its stack is retired: all of it may be lent, until a new thread's stack
+//!   needs its space and nothing is lent from it any more; `space`'s module docs).
 //!
 //! A thread running on its native stack is never a donor: its stack pointer is not known here,
 //! so a page taken below it could hold its live frames. C code never runs on an MTSS stack

@@ -26,7 +26,11 @@
 //! could hold its live frames. A parked thread publishes its stack pointer as its floor
 //! ([`Space::set_floor`]) and cannot move it while parked; the runtime's wake-up takes the same
 //! lock before it reads the thread's new limit, so it never grows into a page lent while it
-//! was parked. A retired stack has no owner: all of it above its lent pages may be lent.
+//! was parked. A retired stack (its thread ended) has no owner: all of it above its lent pages
+//! may be lent. It stays a donor, holding its extent, until a carve needs the space: running
+//! threads never lend, so with ended stacks freed at once there would be almost no donors. A
+//! carve that no freed extent fits frees every retired stack with nothing lent, then retries,
+//! and only then takes from the unused end of the region.
 
 use core::fmt;
 
@@ -103,7 +107,8 @@ impl fmt::Display for SpaceError {
 enum State {
     /// Its thread lives: `Some(floor)` while parked, `None` while it may run.
     Live(Option<usize>),
-    /// Its thread ended but pages are still lent from it: the extent is held until they return.
+    /// Its thread ended: it lends all of it until a carve that needs space frees it (only
+    /// once nothing is lent from it).
     Retired,
     /// The record is unused (its extent was freed); the id may be reused by `carve`.
     Vacant,
@@ -155,9 +160,10 @@ impl Stack {
 #[derive(Debug)]
 pub struct Space {
     len: usize,
+    /// The region's end: a free extent ending here is the unused end.
+    end: usize,
     page: usize,
-    /// Free extents `(low, high)`, sorted and merged, the unused end of the region included,
-    /// so first fit over it is "a freed extent, else the unused end".
+    /// Free extents `(low, high)`, sorted and merged, the unused end of the region included.
     free: Vec<(usize, usize)>,
     /// Indexed by `StackId`.
     stacks: Vec<Stack>,
@@ -179,6 +185,7 @@ impl Space {
         }
         Ok(Space {
             len,
+            end: base + len,
             page,
             free: vec![(base, base + len)],
             stacks: Vec::new(),
@@ -191,22 +198,38 @@ impl Space {
         self.page
     }
 
-    /// Bytes held by native stacks (carved, not yet freed), for the statistics and to tell a
-    /// full region from a fragmented one.
+    /// Bytes held by native stacks (carved, not yet freed, retired ones included), for the
+    /// statistics and to tell a full region from a fragmented one.
     pub fn region_used(&self) -> usize {
         self.len - self.free.iter().map(|&(l, h)| h - l).sum::<usize>()
     }
 
     /// A native stack for a new thread, `size` bytes rounded up to whole pages (at least one,
-    /// so that a stack always has a page to lend): the first freed extent that fits, else the
-    /// unused end, so that freed stacks are reused before the region is consumed.
+    /// so that a stack always has a page to lend): the first freed extent that fits, else
+    /// (after freeing every retired stack with nothing lent) the first that fits now, else the
+    /// unused end, so that ended stacks are reused before the region is consumed.
     pub fn carve(&mut self, size: usize) -> Result<Carved, SpaceError> {
-        let free = self.len - self.region_used();
         let bytes = size.div_ceil(self.page).max(1).checked_mul(self.page);
         let wanted = bytes.unwrap_or(size);
+        // First fit, over the freed extents only unless `all` (the unused end included).
+        let fit = |sp: &Space, all: bool| {
+            let b = bytes?;
+            sp.free
+                .iter()
+                .position(|&(l, h)| h - l >= b && (all || h != sp.end))
+        };
+        let mut fits = fit(self, false);
+        if fits.is_none() {
+            for k in 0..self.stacks.len() {
+                if self.stacks[k].state == State::Retired && self.stacks[k].lent == 0 {
+                    self.vacate(k);
+                }
+            }
+            fits = fit(self, true);
+        }
+        let free = self.len - self.region_used();
         let slot = self.stacks.iter().position(|s| s.state == State::Vacant);
         let id = slot.unwrap_or(self.stacks.len());
-        let fits = bytes.and_then(|b| self.free.iter().position(|&(l, h)| h - l >= b));
         let (Some(bytes), Some(i), Ok(raw)) = (bytes, fits, u32::try_from(id)) else {
             return Err(SpaceError::RegionFull { wanted, free });
         };
@@ -255,15 +278,10 @@ impl Space {
         }
     }
 
-    /// The thread owning `id` ended: its stack is freed now if nothing is lent from it, else
-    /// it keeps lending (all of it, no owner is left) and is freed when its last page returns.
+    /// The thread owning `id` ended: its stack lends all of it (no owner is left) until a
+    /// [`Space::carve`] that needs the space frees it (once nothing is lent from it).
     pub fn retire(&mut self, id: StackId) -> Result<(), SpaceError> {
-        let k = self.live_mut(id)?;
-        if k.lent == 0 {
-            self.vacate(id.0 as usize);
-        } else {
-            k.state = State::Retired;
-        }
+        self.live_mut(id)?.state = State::Retired;
         Ok(())
     }
 
@@ -310,7 +328,7 @@ impl Space {
 
     /// The borrower's stack left the pages of `grant`: they become free, the donor's overflow
     /// pointer recedes over the free pages at the top of its lent area (holes under a page
-    /// still lent stay holes), and a retired donor with nothing lent any more is freed.
+    /// still lent stay holes). A retired donor stays one: only `carve` frees it.
     pub fn give_back(&mut self, grant: Grant) -> Result<(), SpaceError> {
         let page = self.page;
         let i = grant.donor.0 as usize;
@@ -337,9 +355,6 @@ impl Space {
         s.lent -= grant.pages;
         while s.area.last() == Some(&Page::Free) {
             s.area.pop();
-        }
-        if s.state == State::Retired && s.lent == 0 {
-            self.vacate(i);
         }
         Ok(())
     }
@@ -388,7 +403,7 @@ impl Space {
         }
     }
 
-    /// Frees stack `i`'s extent (nothing is lent from it), merging it with its neighbours so
+    /// Frees stack `i`'s extent (retired, nothing lent), merging it with its neighbours so
     /// that first fit finds the largest extents.
     fn vacate(&mut self, i: usize) {
         let s = &mut self.stacks[i];
@@ -427,11 +442,8 @@ mod tests {
     }
 
     fn at(c: Carved, page: usize, pages: usize) -> Grant {
-        Grant {
-            donor: c.id,
-            low: c.low + page * P,
-            pages,
-        }
+        let (donor, low) = (c.id, c.low + page * P);
+        Grant { donor, low, pages }
     }
 
     #[test]
@@ -446,22 +458,16 @@ mod tests {
         assert_eq!(sp.bounds(b.id), (b.low, b.high));
         assert_eq!(sp.limit(b.id), b.low);
         assert_eq!(sp.region_used(), 4 * P);
-        let full = SpaceError::RegionFull {
-            wanted: 5 * P,
-            free: 4 * P,
-        };
+        let (wanted, free) = (5 * P, 4 * P);
+        let full = SpaceError::RegionFull { wanted, free };
         assert_eq!(sp.carve(4 * P + 3), Err(full));
         assert_eq!(sp.carve(4 * P).unwrap().high, BASE + 8 * P);
-        assert!(matches!(
-            sp.carve(usize::MAX),
-            Err(SpaceError::RegionFull { .. })
-        ));
+        let huge = sp.carve(usize::MAX);
+        assert!(matches!(huge, Err(SpaceError::RegionFull { .. })));
         assert_eq!(sp.page(), P);
         for (base, len, page) in [(0, 0, 128), (64, 1024, 128), (0, 1000, 128), (0, 96, 8)] {
-            assert_eq!(
-                Space::new(base, len, page).unwrap_err(),
-                SpaceError::BadGeometry
-            );
+            let bad = Space::new(base, len, page).unwrap_err();
+            assert_eq!(bad, SpaceError::BadGeometry);
         }
     }
 
@@ -473,8 +479,8 @@ mod tests {
         let c = sp.carve(3 * P).unwrap();
         sp.retire(a.id).unwrap();
         sp.retire(b.id).unwrap();
-        assert_eq!(sp.region_used(), 3 * P);
-        // a and b merged into one 3-page extent at the base: split by the next carves.
+        assert_eq!(sp.region_used(), 6 * P, "retired stacks hold their extents");
+        // Reclaimed, a and b merged into one 3-page extent at the base, split by the carves.
         let d = sp.carve(P).unwrap();
         assert_eq!((d.id, d.low), (StackId(0), BASE));
         let e = sp.carve(2 * P).unwrap();
@@ -487,6 +493,24 @@ mod tests {
     }
 
     #[test]
+    fn carve_prefers_freed_extents_then_reclaims_then_bumps() {
+        let mut sp = space(16);
+        let s: Vec<Carved> = (0..4).map(|_| sp.carve(2 * P).unwrap()).collect();
+        sp.retire(s[0].id).unwrap();
+        sp.retire(s[2].id).unwrap();
+        let a = sp.carve(2 * P).unwrap();
+        assert_eq!(a, s[0], "both reclaimed, not the end");
+        assert_eq!(sp.region_used(), 6 * P);
+        sp.retire(s[1].id).unwrap();
+        let b = sp.carve(2 * P).unwrap();
+        assert_eq!(b, s[2], "a freed extent before reclaiming");
+        assert_eq!(sp.bounds(s[1].id), (s[1].low, s[1].high), "s1 still held");
+        assert_eq!(sp.carve(2 * P).unwrap().low, s[1].low);
+        let e = sp.carve(P).unwrap();
+        assert_eq!(e.low, s[3].high, "nothing to reclaim: bumped");
+    }
+
+    #[test]
     fn lends_from_the_only_candidate_and_takes_it_back() {
         let mut sp = space(8);
         let a = sp.carve(4 * P).unwrap();
@@ -494,11 +518,8 @@ mod tests {
         let g = sp.lend(a.id, 100).unwrap();
         assert_eq!(g, at(b, 0, 1));
         assert_eq!((sp.limit(b.id), sp.lent_pages(b.id)), (b.low + P, 1));
-        assert_eq!(
-            sp.lend(b.id, 1),
-            Err(SpaceError::NoRoom { bytes: 1 }),
-            "a runs"
-        );
+        let none = Err(SpaceError::NoRoom { bytes: 1 });
+        assert_eq!(sp.lend(b.id, 1), none, "a runs");
         sp.give_back(g).unwrap();
         assert_eq!((sp.limit(b.id), sp.lent_pages(b.id)), (b.low, 0));
         assert_eq!(sp.give_back(g), Err(SpaceError::NotLent(g)));
@@ -516,10 +537,8 @@ mod tests {
         sp.set_floor(t3.id, Some(t3.low + 2 * P + P / 2)).unwrap();
         let donors: Vec<StackId> = (0..5).map(|_| sp.lend(t1.id, P).unwrap().donor).collect();
         assert_eq!(donors, [t2.id, t3.id, t2.id, t3.id, t2.id]);
-        assert_eq!(
-            (sp.limit(t2.id), sp.limit(t3.id)),
-            (t2.low + 3 * P, t3.low + 2 * P)
-        );
+        assert_eq!(sp.limit(t2.id), t2.low + 3 * P);
+        assert_eq!(sp.limit(t3.id), t3.low + 2 * P);
         assert_eq!(sp.lend(t1.id, P), Err(SpaceError::NoRoom { bytes: P }));
     }
 
@@ -558,24 +577,12 @@ mod tests {
         let big = sp.lend(a.id, P + 1).unwrap();
         assert_eq!(big, at(d, 3, 2), "the one-page hole is skipped");
         sp.give_back(g[0]).unwrap();
-        assert_eq!(
-            sp.lend(a.id, 2 * P).unwrap(),
-            at(d, 0, 2),
-            "two holes side by side"
-        );
+        let two = sp.lend(a.id, 2 * P).unwrap();
+        assert_eq!(two, at(d, 0, 2), "two holes side by side");
         assert_eq!((sp.holes(d.id), sp.lent_pages(d.id)), (0, 5));
-        assert_eq!(
-            sp.give_back(at(d, 3, 1)),
-            Err(SpaceError::NotLent(at(d, 3, 1)))
-        );
-        assert_eq!(
-            sp.give_back(at(d, 4, 1)),
-            Err(SpaceError::NotLent(at(d, 4, 1)))
-        );
-        assert_eq!(
-            sp.give_back(at(d, 2, 3)),
-            Err(SpaceError::NotLent(at(d, 2, 3)))
-        );
+        for g in [at(d, 3, 1), at(d, 4, 1), at(d, 2, 3)] {
+            assert_eq!(sp.give_back(g), Err(SpaceError::NotLent(g)));
+        }
         assert_eq!(sp.lent_pages(d.id), 5, "refused grants change nothing");
     }
 
@@ -588,11 +595,8 @@ mod tests {
         sp.give_back(g[1]).unwrap();
         assert_eq!((sp.limit(d.id), sp.holes(d.id)), (d.low + 3 * P, 1));
         sp.give_back(g[2]).unwrap();
-        assert_eq!(
-            (sp.limit(d.id), sp.holes(d.id)),
-            (d.low + P, 0),
-            "over g2's hole too"
-        );
+        let now = (sp.limit(d.id), sp.holes(d.id));
+        assert_eq!(now, (d.low + P, 0), "over g2's hole too");
         sp.give_back(g[0]).unwrap();
         assert_eq!(sp.limit(d.id), d.low);
     }
@@ -604,21 +608,14 @@ mod tests {
         let d1 = sp.carve(8 * P).unwrap();
         sp.set_floor(d1.id, Some(d1.low + P + P / 2)).unwrap();
         let d2 = parked(&mut sp, 8, 2);
-        assert_eq!(
-            sp.lend(a.id, 2 * P).unwrap(),
-            at(d2, 0, 2),
-            "d1 has one page"
-        );
-        assert_eq!(
-            sp.lend(a.id, P + 1),
-            Err(SpaceError::NoRoom { bytes: P + 1 })
-        );
+        let two = sp.lend(a.id, 2 * P).unwrap();
+        assert_eq!(two, at(d2, 0, 2), "d1 has one page");
+        let none = SpaceError::NoRoom { bytes: P + 1 };
+        assert_eq!(sp.lend(a.id, P + 1), Err(none));
         assert_eq!(sp.lend(a.id, P).unwrap(), at(d1, 0, 1));
-        let bad = SpaceError::BadFloor {
-            id: d2.id,
-            floor: d2.high + 1,
-        };
-        assert_eq!(sp.set_floor(d2.id, Some(d2.high + 1)), Err(bad));
+        let (id, floor) = (d2.id, d2.high + 1);
+        let bad = Err(SpaceError::BadFloor { id, floor });
+        assert_eq!(sp.set_floor(id, Some(floor)), bad);
         sp.give_back(at(d2, 0, 2)).unwrap();
         assert!(sp.lend(a.id, P).is_err(), "a refused floor leaves no donor");
     }
@@ -641,7 +638,7 @@ mod tests {
     }
 
     #[test]
-    fn retired_stacks_lend_everything_and_are_freed_with_their_last_page() {
+    fn retired_stacks_lend_everything_until_a_carve_reclaims_them() {
         let mut sp = space(16);
         let a = sp.carve(4 * P).unwrap();
         let r = parked(&mut sp, 4, 1);
@@ -654,14 +651,17 @@ mod tests {
         assert_eq!(rest, at(r, 1, 3), "up to its high end, past the old floor");
         assert_eq!(sp.region_used(), 8 * P);
         sp.give_back(g).unwrap();
-        assert_eq!(sp.region_used(), 8 * P, "a page is still lent");
-        assert_eq!(sp.carve(4 * P).unwrap().low, r.high);
+        let x = sp.carve(4 * P).unwrap();
+        assert_eq!(x.low, r.high, "pages still lent: kept");
         sp.give_back(rest).unwrap();
-        assert_eq!(sp.region_used(), 8 * P);
+        assert_eq!(sp.region_used(), 12 * P, "nothing lent, still held");
         let c = sp.carve(4 * P).unwrap();
-        assert_eq!((c.id, c.low, c.high), (r.id, r.low, r.high));
+        assert_eq!(c, r, "reclaimed");
         sp.retire(a.id).unwrap();
-        assert_eq!(sp.region_used(), 8 * P, "nothing lent: freed at once");
+        let g = sp.lend(c.id, 2 * P).unwrap();
+        assert_eq!(g, at(a, 0, 2), "its thread ended, a lends");
+        sp.give_back(g).unwrap();
+        assert_eq!(sp.carve(4 * P).unwrap().low, a.low, "needed: reclaimed");
     }
 
     /// The model test: an owner per page of the whole region, and the rules of the module
@@ -743,14 +743,6 @@ mod tests {
                 let (g, _) = self.grants.swap_remove(i);
                 self.set(g.low, g.pages, Cell::Native(g.donor.0));
                 self.returned.push(g);
-                self.free_if_done(g.donor.0);
-            }
-            fn free_if_done(&mut self, d: u32) {
-                let s = self.stacks[&d];
-                if s.retired && self.lent_from(d) == 0 {
-                    self.set(s.low, (s.high - s.low) / self.page, Cell::Free);
-                    self.stacks.remove(&d);
-                }
             }
             /// A live stack (or a retired one) chosen by `sel`.
             fn pick(&self, sel: usize, live: bool) -> Option<u32> {
@@ -788,7 +780,22 @@ mod tests {
             let n = raw % 12 + 1;
             let bytes = (n - 1) * m.page + 1 + (raw / 12) % m.page;
             let free = |w: &[Cell]| w.iter().all(|&c| c == Cell::Free);
-            let fit = m.cells.windows(n).position(free);
+            // First fit below the free tail (the unused end); else reclaim and fit anywhere.
+            let used = m
+                .cells
+                .iter()
+                .rposition(|&c| c != Cell::Free)
+                .map_or(0, |i| i + 1);
+            let mut fit = m.cells[..used].windows(n).position(free);
+            if fit.is_none() {
+                for (d, s) in m.stacks.clone() {
+                    if s.retired && m.lent_from(d) == 0 {
+                        m.set(s.low, (s.high - s.low) / m.page, Cell::Free);
+                        m.stacks.remove(&d);
+                    }
+                }
+                fit = m.cells.windows(n).position(free);
+            }
             match (sp.carve(bytes), fit) {
                 (Ok(c), Some(k)) => {
                     prop_assert_eq!((c.low, c.high), (m.base + k * m.page, c.low + n * m.page));
@@ -923,8 +930,9 @@ mod tests {
                 check(&sp, &m)?;
             }
             for op in ops {
+                let live = m.stacks.values().filter(|s| !s.retired).count();
                 match *op {
-                    Op::Carve(raw) if m.stacks.len() < 6 => carve(&mut sp, &mut m, raw)?,
+                    Op::Carve(raw) if live < 6 => carve(&mut sp, &mut m, raw)?,
                     Op::Floor(sel, raw) => {
                         if let Some(d) = m.pick(sel, true) {
                             floor(&mut sp, &mut m, d, raw)?;
@@ -945,7 +953,6 @@ mod tests {
                             prop_assert_eq!(sp.retire(StackId(d)), Ok(()));
                             let s = m.stacks.get_mut(&d).unwrap();
                             (s.retired, s.floor) = (true, None);
-                            m.free_if_done(d);
                         }
                     }
                     Op::Misuse(sel, kind) => misuse(&mut sp, &mut m, sel, kind)?,
