@@ -34,6 +34,33 @@ fn build(
 /// digits of 0,1,2,3,4,5) with a comparator that first recurses 100,000 levels: the callback
 /// grows past chunks, guard pages and heap slabs inside qsort's call. tests/callbacks/yield.cm:
 /// four green threads sort a permutation of 0..7 (1234567) with a comparator that yields.
+/// A green thread preempted by time inside a C callback whose C frames are on its worker's
+/// handler stack (the chunked mechanisms) is not switched out: tests/callbacks/deep.cm with
+/// 100 us slices, so the monitor's signal often lands in the comparator's 100,000-level
+/// recursion. Before, the asynchronous preemption switched the thread out there, and the next
+/// thread to end on that worker stopped with "would wait (or exit) inside a C callback" (20
+/// runs of 20 under `mmu` on i686); or its C frames would have been resumed on another worker.
+#[test]
+fn threads_inside_c_callbacks_are_not_preempted_away_from_their_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = "0: 12345\n1: 12345\n2: 12345\n3: 12345\n";
+    for target in TARGETS {
+        for mech in ["lookahead", "mmu", "mmu-reuse"] {
+            let what = format!("{target} {mech} green, 100 us slices");
+            let exe = build("tests/callbacks/deep.cm", dir.path(), target, mech, "green");
+            for _ in 0..3 {
+                let mut cmd = Command::new(&exe);
+                cmd.args(["3", "100000"])
+                    .env("STACKRT_TIMESLICE", "100us")
+                    .env("STACKRT_WORKERS", "2");
+                let o = run_within(cmd, Duration::from_secs(60), &what);
+                assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o.stderr));
+                assert_eq!(text(&o.stdout), deep, "{what}");
+            }
+        }
+    }
+}
+
 #[test]
 fn c_calls_c_minus_minus_back_under_every_mechanism() {
     let dir = tempfile::tempdir().unwrap();

@@ -132,7 +132,11 @@ pub unsafe fn redirect(gregs: &mut [libc::greg_t]) -> bool {
     }
     let pc = gregs[regs::PC] as usize;
     let (started, finished) = crate::base::ccalls::read(crate::base::ccalls::address());
-    if started != finished || excluded(pc) {
+    // Inside a C callback whose C frames are on the worker's handler stack, the counters say
+    // "no C call" (the callback's compiled code runs), but the thread must not leave its
+    // worker: another thread would run above those frames, and it would resume them elsewhere
+    // (`crate::green::sched::pinned`; a plain read of this OS thread's block, signal-safe).
+    if started != finished || excluded(pc) || crate::chunk::handler::pinned() {
         return false;
     }
     let tls = crate::tls_address!("stackrt_async_tls") as *mut usize;
