@@ -85,6 +85,9 @@ pub struct ChunkHeaderLayout {
     pub limit: u32,
     /// MMU mechanisms: real return address of the chunk's first frame.
     pub resume: u32,
+    /// `lookahead`: the check word, `limit + bias` (the same word as `resume`; see
+    /// [`crate::emit::mech::lookahead`], "The check word").
+    pub check: u32,
     /// Size of the header.
     pub size: u32,
 }
@@ -97,6 +100,7 @@ impl ChunkHeaderLayout {
             prev_header: 2 * p,
             limit: 3 * p,
             resume: 4 * p,
+            check: 4 * p,
             size: chunk_header_size(p),
         }
     }

@@ -361,10 +361,12 @@ fn abi_numbers_match_the_runtime_contract() {
             prev_header: 8,
             limit: 12,
             resume: 16,
+            check: 16,
             size: 32
         }
     );
     assert_eq!(ChunkHeaderLayout::for_pointer_size(8).size, 64);
+    assert_eq!(ChunkHeaderLayout::for_pointer_size(8).check, 32);
     // stackrt's UNLINKED is all ones: -1 as a 32-bit immediate, sign-extended on x86-64.
     assert_eq!(UNLINKED_MARK, -1);
     assert_eq!(chunk_capacity(32768, 4), 32720);

@@ -33,6 +33,7 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     }
     if abi == crate::base::abi::ABI_LOOKAHEAD {
         crate::chunk::global::set_growth();
+        crate::chunk::global::set_check_word();
     }
     crate::signals::install(abi);
     crate::signals::thread_setup(is_fixed_stack_abi(abi), true);

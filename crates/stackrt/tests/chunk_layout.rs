@@ -8,8 +8,8 @@
 use stackrt::base::os::page_size;
 use stackrt::chunk::arena::{release_pages, Arenas};
 use stackrt::chunk::header::{
-    GeometryError, OFF_LIMIT, OFF_LINK, OFF_MAP_BASE, OFF_MAP_LEN, OFF_PREV_HEADER, OFF_PREV_SP,
-    OFF_RESUME, OFF_THREAD_STACK,
+    GeometryError, OFF_CHECK, OFF_LIMIT, OFF_LINK, OFF_MAP_BASE, OFF_MAP_LEN, OFF_PREV_HEADER,
+    OFF_PREV_SP, OFF_RESUME, OFF_THREAD_STACK,
 };
 use stackrt::chunk::pool::FreeList;
 use stackrt::chunk::{
@@ -46,6 +46,8 @@ fn header_offsets_are_the_documented_abi() {
     }
     assert_eq!(CHECK_SLACK, 16);
     assert_eq!(HEADER_SIZE % 16, 0);
+    // lookahead's check word is word 4 (the compiler's ChunkHeaderLayout::check).
+    assert_eq!(OFF_CHECK, 4 * core::mem::size_of::<usize>());
     // What `mov [chunk_reg], -1` stores on either target (the compiler's UNLINKED_MARK).
     assert_eq!(UNLINKED, (-1isize) as usize);
 }
@@ -191,6 +193,47 @@ fn dive(rt: &Runtime, chain: &ThreadChain, ts: usize, depth: usize) -> Vec<*mut 
         );
     }
     hs
+}
+
+/// Under `lookahead` every link writes the check word, `limit + bias` (the first chunk, an
+/// overflow's and a hot split's relink); otherwise word 4 is 0 (the MMU mechanisms' resume).
+#[test]
+fn links_write_the_check_word() {
+    let _maps = lock_mappings();
+    for bias in [None, Some(0), Some(8240)] {
+        let p = page_size();
+        let geometry = ChunkGeometry::new(4 * p, 0).unwrap();
+        let mut cfg = RuntimeConfig::new(geometry, usize::MAX / 2, usize::MAX / 2);
+        cfg.check_bias = bias;
+        let rt = Runtime::new(cfg);
+        let chain = ThreadChain::new();
+        let want = |h: *mut ChunkHeader| {
+            // SAFETY: a linked chunk's header, mapped.
+            let limit = unsafe { (*h).limit };
+            bias.map_or(0, |b| limit + b)
+        };
+        let hs = dive(&rt, &chain, 0x1000, 3);
+        for &h in &hs {
+            // SAFETY: as above.
+            assert_eq!(unsafe { (*h).resume }, want(h), "bias {bias:?}");
+        }
+        // Compiled code unlinks the top chunk by itself; the next overflow relinks it (the
+        // hot split) and writes the word again.
+        // SAFETY: as above; the mark is what the emitted unlink stores.
+        let top = hs[2];
+        unsafe {
+            (*top).thread_stack = UNLINKED;
+            (*top).resume = 1;
+        }
+        let again = chain
+            .overflow(&rt, hs[1], hs[1] as usize - 64, 0)
+            .unwrap()
+            .as_ptr();
+        assert_eq!(again, hs[2], "the hot split relinks the same chunk");
+        // SAFETY: as above.
+        assert_eq!(unsafe { (*again).resume }, want(again), "bias {bias:?}");
+        chain.exit(&rt).unwrap();
+    }
 }
 
 /// 200 unguarded chunks from arenas of 64 blocks: 4 arenas, carved back to back, and at most 4

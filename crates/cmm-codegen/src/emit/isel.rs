@@ -157,7 +157,7 @@ pub fn lower_function(
     let reserved = mech.reserved_regs(target);
     for g in regs::allocatable_gprs(target) {
         let r = regs::gpr(g);
-        if !reserved.contains(&r) && !regs::cmm_callee_saved(target).contains(&g) {
+        if !reserved.contains(&r) && !regs::cmm_callee_saved(target, &reserved).contains(&g) {
             all_regs.add(r);
         }
     }

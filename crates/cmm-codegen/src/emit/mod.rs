@@ -17,6 +17,7 @@ pub mod isel;
 pub mod mech;
 pub mod print;
 pub mod regs;
+mod rename;
 pub mod vcode;
 
 pub use mech::Mechanism;

@@ -51,7 +51,7 @@ pub fn machine_env(target: Target, mech: &dyn Mechanism) -> MachineEnv {
         if reserved.contains(&r) {
             continue;
         }
-        if regs::cmm_callee_saved(target).contains(&g) {
+        if regs::cmm_callee_saved(target, &reserved).contains(&g) {
             saved.add(r);
         } else {
             gprs.add(r);
@@ -124,7 +124,13 @@ pub fn print_function(
         validate_ssa: cfg!(debug_assertions),
         ..Default::default()
     };
-    let ra = regalloc2::run(vc, &env, &opts).map_err(|e| format!("register allocation: {e:?}"))?;
+    let mut ra =
+        regalloc2::run(vc, &env, &opts).map_err(|e| format!("register allocation: {e:?}"))?;
+    let reserved = mech.reserved_regs(target);
+    let preserved = regs::cmm_callee_saved(target, &reserved);
+    if let Some(spare) = regs::spare(target, &reserved) {
+        super::rename::to_spare(vc, &mut ra, target, preserved, spare);
+    }
 
     // Preserved registers the function writes: saved after the prologue, restored before each
     // epilogue.
@@ -132,7 +138,7 @@ pub fn print_function(
     let mut note = |a: Allocation| {
         if let Some(r) = a.as_reg() {
             if r.class() == RegClass::Int
-                && regs::cmm_callee_saved(target).contains(&(r.hw_enc() as u8))
+                && preserved.contains(&(r.hw_enc() as u8))
                 && !saved.contains(&r)
             {
                 saved.push(r);

@@ -115,10 +115,30 @@ pub const SYSV_INT_ARGS: [u8; 6] = [RDI, RSI, RDX, RCX, R8, R9];
 
 /// Registers the C-- convention of the emission stage preserves across calls (a subset of the C
 /// ABI's callee-saved registers, so C calls and the runtime's entry trampolines preserve them
-/// too). A function saves those it uses in its frame. Everything else is clobbered by a call.
-pub fn cmm_callee_saved(target: Target) -> &'static [u8] {
+/// too), given the registers the mechanism reserves. A function saves those it uses in its
+/// frame. Everything else is clobbered by a call.
+///
+/// One C-preserved register stays out of the set, the [`spare`]: `ebp`/`rbp`, or on x86-64
+/// `r15` when the mechanism reserves `rbp` (its chunk, thread or call-base register). A value
+/// that lives across C calls but no C-- call costs no save there. i686 has no spare when `ebp`
+/// is reserved: with `edi` as the spare, two preserved registers were too few (green threads'
+/// frames grew by a spill, `tests/green.rs`' hand-derived sizes), against one save and
+/// restore fewer in a recursion that calls C on the side (`deep_repeat.cm`: 1.16x to 1.01x
+/// `callee-cleanup` per call, 8 deep).
+pub fn cmm_callee_saved(target: Target, reserved: &[PReg]) -> &'static [u8] {
     match target {
         Target::I686 => &[RBX, RSI, RDI],
+        Target::X86_64 if reserved.contains(&gpr(RBP)) => &[RBX, 12, 13, 14],
         Target::X86_64 => &[RBX, 12, 13, 14, 15],
     }
+}
+
+/// The C-preserved register C-- calls clobber (see [`cmm_callee_saved`]), if the mechanism
+/// leaves one: none on i686 when `ebp` is reserved.
+pub fn spare(target: Target, reserved: &[PReg]) -> Option<PReg> {
+    let saved = cmm_callee_saved(target, reserved);
+    c_callee_saved(target)
+        .iter()
+        .map(|&g| gpr(g))
+        .find(|r| !saved.contains(&(r.hw_enc() as u8)) && !reserved.contains(r))
 }

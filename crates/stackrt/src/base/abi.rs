@@ -117,6 +117,11 @@ pub const GLOBAL_PREFIX: &str = "cmmg_";
 /// through `crate::base::program::program_chunk_size`).
 pub const CHUNK_SIZE_SYMBOL: &str = "__cmm_chunk_size";
 
+/// Name of the `u32` data symbol a `lookahead` program defines: the bias of its checkpoints'
+/// check word (`crate::chunk::header::OFF_CHECK`), bytes; absent: 0 (the check word is the
+/// limit).
+pub const CHECK_BIAS_SYMBOL: &str = "__cmm_check_bias";
+
 /// Name of the `u32` data symbol a program compiled with `--threads green` defines (value
 /// [`THREADS_GREEN`]); absent or 0: OS threads.
 pub const THREADS_SYMBOL: &str = "__cmm_threads";
@@ -206,6 +211,7 @@ mod tests {
         // symbol; checked there too), and referenced by name in `base::program`'s weak
         // references.
         assert_eq!(CHUNK_SIZE_SYMBOL, "__cmm_chunk_size");
+        assert_eq!(CHECK_BIAS_SYMBOL, "__cmm_check_bias");
         assert_eq!(THREADS_SYMBOL, "__cmm_threads");
         assert_eq!(THREADS_GREEN, 1);
     }

@@ -52,6 +52,18 @@ pub fn program_chunk_size() -> Option<usize> {
 }
 
 weak_symbol!(
+    /// Address of `__cmm_check_bias` (weak: only `lookahead` programs define it), or 0.
+    fn check_bias_symbol => "__cmm_check_bias", stackrt_check_bias_ref
+);
+
+/// The bias of a `lookahead` program's check word (`__cmm_check_bias`), if it defines one.
+pub fn program_check_bias() -> Option<usize> {
+    let p = check_bias_symbol();
+    // SAFETY: a non-zero address is the program's u32 symbol.
+    (p != 0).then(|| unsafe { (p as *const u32).read() } as usize)
+}
+
+weak_symbol!(
     /// Address of `__cmm_threads` (weak: programs compiled for OS threads and the runtime's
     /// own test binaries do not define it), or 0.
     fn threads_symbol => "__cmm_threads", stackrt_threads_ref

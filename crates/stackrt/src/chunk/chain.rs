@@ -36,7 +36,7 @@
 //! its reserve needs it. The size is a function of the depth, so a recursion that goes down and up
 //! again links the same classes at the same depths, and the hot split works at every depth. A
 //! forced overflow (the reserve fits the running chunk after all: a green thread's preemption
-//! poisons the limit word) gets the reserve's class, never a grown one. Why grow: every chunk
+//! poisons the check word) gets the reserve's class, never a grown one. Why grow: every chunk
 //! boundary an unwind crosses costs it a mispredicted return (the chunk's first frame returns into
 //! the checkpoint's out-of-line path, not to the address the return predictor holds), and a deep
 //! unwind is memory-bound, so that costs far more than a pipeline flush. A million-deep recursion
@@ -369,7 +369,7 @@ impl ThreadChain {
         };
         self.foreign_first.set(foreign.is_some());
         // SAFETY: h is a free mapped chunk (or offered memory) now owned by this chain.
-        unsafe { init_header(h.as_ptr(), thread_stack, 0, ptr::null_mut()) };
+        unsafe { init_header(rt, h.as_ptr(), thread_stack, 0, ptr::null_mut()) };
         self.active.set(true);
         self.top.set(h.as_ptr());
         self.depth.set(1);
@@ -421,7 +421,7 @@ impl ThreadChain {
         self.check_limit(rt, size)?;
         let h = self.acquire(rt, k)?;
         // SAFETY: h is a free mapped chunk now owned by this chain.
-        unsafe { init_header(h.as_ptr(), thread_stack, caller_sp, top) };
+        unsafe { init_header(rt, h.as_ptr(), thread_stack, caller_sp, top) };
         self.used_below.set(below);
         self.top.set(h.as_ptr());
         self.depth.set(self.depth.get() + 1);
@@ -487,7 +487,7 @@ impl ThreadChain {
             return None;
         }
         // SAFETY: top is unlinked by the code and owned by this chain; relinking it.
-        unsafe { init_header(top, thread_stack, caller_sp, cur) };
+        unsafe { init_header(rt, top, thread_stack, caller_sp, cur) };
         self.used_below.set(below);
         self.set_budget(rt, thread_stack, k);
         rt.stats.hot_split(
@@ -691,7 +691,7 @@ impl Default for ThreadChain {
 }
 
 /// Whether a checkpoint at `caller_sp` that needs `reserve` bytes fits above `limit` after all:
-/// its overflow was forced (a green thread's preemption poisons the limit word), so the chunk
+/// its overflow was forced (a green thread's preemption poisons the check word), so the chunk
 /// it gets is the reserve's class, never grown (module docs, "Growth"): a preempted thread
 /// leaves its chunk's rest unused, and that must not cost it a grown chunk each time.
 pub(super) fn fits(caller_sp: usize, reserve: usize, limit: usize) -> bool {
@@ -700,11 +700,14 @@ pub(super) fn fits(caller_sp: usize, reserve: usize, limit: usize) -> bool {
         .is_some_and(|low| low >= limit)
 }
 
-/// Writes the per-use header words of a chunk being linked.
+/// Writes the per-use header words of a chunk being linked: word 4 is the check word under
+/// `lookahead` (`limit + bias`, [`super::header::OFF_CHECK`]), 0 otherwise.
 ///
 /// # Safety
-/// `h` is a mapped chunk header owned by the caller.
+/// `h` is a mapped chunk header owned by the caller, its `limit` written.
+#[inline]
 pub(super) unsafe fn init_header(
+    rt: &Runtime,
     h: *mut ChunkHeader,
     thread_stack: usize,
     prev_sp: usize,
@@ -715,7 +718,7 @@ pub(super) unsafe fn init_header(
         (*h).thread_stack = thread_stack;
         (*h).prev_sp = prev_sp;
         (*h).prev_header = prev;
-        (*h).resume = 0;
+        (*h).resume = rt.config.check_bias.map_or(0, |b| (*h).limit + b);
         (*h).link = ptr::null_mut();
     }
 }

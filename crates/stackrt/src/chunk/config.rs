@@ -118,6 +118,10 @@ pub struct RuntimeConfig {
     /// the thesis's `mmu` without reuse: every unlinked chunk's pages go back to the system
     /// at once (`madvise`), and every new chunk is taken from the released ones (or carved).
     pub reuse: bool,
+    /// `lookahead`: the bias of the check word every link writes into header word 4
+    /// (`limit + bias`, see `super::header::OFF_CHECK`); `None`: word 4 is the MMU mechanisms'
+    /// and links write 0 there.
+    pub check_bias: Option<usize>,
 }
 
 impl RuntimeConfig {
@@ -145,6 +149,7 @@ impl RuntimeConfig {
             count_stats: true,
             small_classes: 0,
             reuse: true,
+            check_bias: None,
         }
     }
 

@@ -18,7 +18,7 @@ use super::poison;
 use super::runtime::Runtime;
 use crate::base::diag::{exit_fatal, StackBuf};
 use crate::base::os::page_size;
-use crate::base::program::program_chunk_size;
+use crate::base::program::{program_check_bias, program_chunk_size};
 
 /// The default limits: `(per-thread stack limit, memory limit of all threads)`, both 3/4 of
 /// the physical memory, and on 32-bit targets at most 3 GiB (where the address space runs out
@@ -168,6 +168,16 @@ pub fn set_growth() {
     GROWTH.store(true, core::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether links write the check word (`lookahead`, [`RuntimeConfig::check_bias`]); set
+/// before the first thread enters, read when the runtime is built.
+static CHECK_WORD: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Makes every link write the check word with the program's bias (`__cmm_check_bias`):
+/// `lookahead`. Must be called before the first `stackrt_chunk_thread_enter*`.
+pub fn set_check_word() {
+    CHECK_WORD.store(true, core::sync::atomic::Ordering::Relaxed);
+}
+
 fn build_runtime(guard: bool) -> Runtime {
     let chunk_size = program_chunk_size().unwrap_or(DEFAULT_CHUNK_SIZE);
     let guard_size = if guard { page_size() } else { 0 };
@@ -208,6 +218,9 @@ fn build_runtime(guard: bool) -> Runtime {
         config.small_classes = RuntimeConfig::small_classes_for(chunk_size);
     }
     config.reuse = REUSE.load(core::sync::atomic::Ordering::Relaxed);
+    if CHECK_WORD.load(core::sync::atomic::Ordering::Relaxed) {
+        config.check_bias = Some(program_check_bias().unwrap_or(0));
+    }
     Runtime::new(config)
 }
 

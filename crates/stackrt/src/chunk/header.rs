@@ -42,8 +42,11 @@ pub struct ChunkHeader {
     /// Word 3. Lowest usable stack address of this chunk (just above the guard page, if any).
     /// Constant for the chunk's lifetime.
     pub limit: usize,
-    /// Word 4. Reserved for the MMU mechanisms: the real return address of the first frame in
-    /// the chunk (thesis Figure 3.5, "PROC A RETURN ADDR"). The runtime writes 0 on overflow.
+    /// Word 4, two uses by mechanism. MMU mechanisms: the real return address of the first
+    /// frame in the chunk (thesis Figure 3.5, "PROC A RETURN ADDR"); the runtime writes 0 on
+    /// overflow. `lookahead`: the *check word*, `limit + bias` (the program's
+    /// [`crate::base::abi::CHECK_BIAS_SYMBOL`]), written at every link: the checkpoints compare
+    /// against it (see [`OFF_CHECK`]), and a preemption request poisons it (`super::poison`).
     pub resume: usize,
     /// Word 5. Start of the chunk's block (its guard page, if any). Constant; runtime-private.
     pub map_base: usize,
@@ -66,6 +69,14 @@ pub const OFF_PREV_SP: usize = core::mem::offset_of!(ChunkHeader, prev_sp);
 pub const OFF_PREV_HEADER: usize = core::mem::offset_of!(ChunkHeader, prev_header);
 pub const OFF_LIMIT: usize = core::mem::offset_of!(ChunkHeader, limit);
 pub const OFF_RESUME: usize = core::mem::offset_of!(ChunkHeader, resume);
+/// The check word of `lookahead` chunks (word 4, [`ChunkHeader::resume`]'s other use):
+/// `limit + bias`. A checkpoint whose distance below SP (reserve minus the bytes it pushed,
+/// plus [`CHECK_SLACK`]) is at most the bias compares SP itself with it (`cmp rsp, [rbp + 32];
+/// jb`: no scratch register, one instruction less on the hottest path); the others compare
+/// `SP - (distance - bias)`. Both are the old test `SP - distance < limit` or a stricter one,
+/// and the stricter one passes the overflow handler the reserve it implies (`pushed + bias -
+/// CHECK_SLACK`), so the runtime's view of every overflow stays exact.
+pub const OFF_CHECK: usize = OFF_RESUME;
 pub const OFF_MAP_BASE: usize = core::mem::offset_of!(ChunkHeader, map_base);
 pub const OFF_MAP_LEN: usize = core::mem::offset_of!(ChunkHeader, map_len);
 pub const OFF_LINK: usize = core::mem::offset_of!(ChunkHeader, link);

@@ -3,17 +3,19 @@
 //!
 //! This is Go's `stackguard0 = stackPreempt` in the chunk runtime's terms: the stack allocator
 //! never calls the scheduler. A requester (the green threads' preemption signal) writes
-//! [`POISON`] over the running chunk's limit word ([`arm`], keeping the real limit in this OS
-//! thread's record); the next checkpoint in that chunk compares below it and calls the
-//! overflow entry. The overflow and reclaim entries call the checkpoint hook first, if one is
-//! registered ([`set_checkpoint_hook`]; the green scheduler's, which restores the limit with
+//! [`POISON`] over the running chunk's check word ([`arm`], keeping its value in this OS
+//! thread's record; `super::header::OFF_CHECK`: what every checkpoint compares with, the
+//! limit plus the program's bias); the next checkpoint in that chunk compares below it and
+//! calls the overflow entry. The limit word itself is never poisoned, so the runtime's own
+//! reads of it need no care. The overflow and reclaim entries call the checkpoint hook first, if one is
+//! registered ([`set_checkpoint_hook`]; the green scheduler's, which restores the check word with
 //! [`disarm`] and yields), and then go on as for any overflow. Checking for a hook costs the
 //! hot path one relaxed load, as the flag it replaces did.
 //!
 //! # Invariant
-//! A poisoned limit exists only while its thread runs compiled code on the OS thread that
+//! A poisoned check word exists only while its thread runs compiled code on the OS thread that
 //! poisoned it. Every way out of compiled code into the runtime that could hand the chunk on
-//! or read its limit disarms first: the overflow and reclaim entries (through the hook), the
+//! or read its check word disarms first: the overflow and reclaim entries (through the hook), the
 //! thread's exit, and every switch away from the thread. At each of them the chunk is still
 //! the thread's: the chunks compiled code unlinked by itself stay in its chain until the
 //! runtime's next entry for it.
@@ -21,9 +23,9 @@
 use core::cell::Cell;
 use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use super::header::OFF_LIMIT;
+use super::header::OFF_CHECK;
 
-/// What a requested preemption writes over the running chunk's limit word: no stack pointer is
+/// What a requested preemption writes over the running chunk's check word: no stack pointer is
 /// below it, so every checkpoint in the chunk takes its slow path.
 pub const POISON: usize = usize::MAX;
 
@@ -37,7 +39,7 @@ pub type CheckpointHook = fn() -> bool;
 static CHECKPOINT_HOOK: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    /// The chunk header whose limit this OS thread's requester poisoned, and the real limit;
+    /// The chunk header whose check word this OS thread's requester poisoned, and its value;
     /// (0, 0) when none. `const`, no destructor: safe in a signal handler.
     static ARMED: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
 }
@@ -74,7 +76,7 @@ pub fn thread_init() {
     ARMED.with(|a| a.get());
 }
 
-/// Poisons the limit of `header`, first restoring a chunk poisoned before (the thread left it
+/// Poisons the check word of `header`, first restoring a chunk poisoned before (the thread left it
 /// by an inline underflow without reaching a checkpoint). Async-signal-safe: TLS and header
 /// words only.
 ///
@@ -82,16 +84,16 @@ pub fn thread_init() {
 /// `header` is the header of the running thread's current chunk, and the thread is
 /// interrupted in compiled code on this OS thread.
 pub unsafe fn arm(header: usize) {
-    let (old, old_limit) = ARMED.with(|a| a.get());
+    let (old, old_check) = ARMED.with(|a| a.get());
     if old == header {
         return;
     }
     if old != 0 {
         // SAFETY: a chunk poisoned earlier in this run of compiled code: still in the thread's
         // chain, since no runtime entry happened since (each would have disarmed).
-        unsafe { ((old + OFF_LIMIT) as *mut usize).write_volatile(old_limit) };
+        unsafe { ((old + OFF_CHECK) as *mut usize).write_volatile(old_check) };
     }
-    let word = (header + OFF_LIMIT) as *mut usize;
+    let word = (header + OFF_CHECK) as *mut usize;
     // SAFETY: the caller's guarantee: a mapped header of the running thread's chain.
     let limit = unsafe { word.read_volatile() };
     // SAFETY: as above.
@@ -99,7 +101,7 @@ pub unsafe fn arm(header: usize) {
     ARMED.with(|a| a.set((header, limit)));
 }
 
-/// Restores the limit this OS thread's requester poisoned, if any; returns whether there was
+/// Restores the check word this OS thread's requester poisoned, if any; returns whether there was
 /// one (the thread was asked to yield). Called outside compiled code (where the requester's
 /// handler does nothing, so the two never interleave). Inline: every yield asks, and the
 /// answer is almost always no.
@@ -118,7 +120,7 @@ fn restore_armed() -> bool {
         return false;
     }
     // SAFETY: the header is still in the running thread's chain (module docs, invariant).
-    unsafe { ((header + OFF_LIMIT) as *mut usize).write_volatile(limit) };
+    unsafe { ((header + OFF_CHECK) as *mut usize).write_volatile(limit) };
     ARMED.with(|a| a.set((0, 0)));
     true
 }

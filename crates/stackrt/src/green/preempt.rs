@@ -12,14 +12,14 @@
 //! `crate::base::abi::CODE_BEGIN_SYMBOL`), it sends the thread to yield there
 //! (`super::preempt_async::redirect`) unless the compiler marked the spot or the thread is in a
 //! C call. Otherwise, under `lookahead`, the chunk register holds the running chunk's header,
-//! and the handler poisons the header's limit word (`crate::chunk::poison::arm`). The next
-//! checkpoint in that chunk compares below the poisoned limit and calls the overflow handler,
-//! which calls the scheduler's checkpoint hook (`super::sched::at_checkpoint`: it restores the
-//! limit and yields) before it links the chunk the checkpoint asked for, as any overflow
+//! and the handler poisons the header's check word, what the checkpoints compare with
+//! (`crate::chunk::poison::arm`). The next checkpoint in that chunk compares below it and calls
+//! the overflow handler, which calls the scheduler's checkpoint hook
+//! (`super::sched::at_checkpoint`: it restores the word and yields) before it links the chunk the checkpoint asked for, as any overflow
 //! would. Anywhere else (the runtime, the C library, a C function) the signal does nothing,
 //! and the monitor asks again one slice later. The poisoning itself and the hook through which
 //! the overflow entry reaches the scheduler belong to the chunk runtime
-//! (`crate::chunk::poison`, with the invariant that keeps a poisoned limit from escaping);
+//! (`crate::chunk::poison`, with the invariant that keeps a poisoned word from escaping);
 //! this file is the requesting side.
 //!
 //! Preemption trades memory for fairness: a thread preempted deep in a recursion keeps its

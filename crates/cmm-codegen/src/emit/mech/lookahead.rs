@@ -31,8 +31,8 @@
 //!  thesis listing 3.10                        this stage (i686; x86-64: r11, r10, rsp, rbp)
 //!  MOV  EAX, ESP                              push offset .Lret                (the return)
 //!  MOV  EDX, ESP                              push argN ... push arg1          (A bytes in all)
-//!  ADD  EDX, CHUNK - LONGEST_PATH - 16        lea  ecx, [esp - (R - A + 16)]
-//!  CMP  EDX, EBP                              cmp  ecx, dword ptr [ebp + 12]   ; limit
+//!  ADD  EDX, CHUNK - LONGEST_PATH - 16        lea  ecx, [esp - (R - A + 16 - B)]
+//!  CMP  EDX, EBP                              cmp  ecx, dword ptr [ebp + 16]   ; limit + B
 //!  JGE  .L1                                   jb   .LlaN_ovf                   ; out of line
 //!  CALL STAMEX_OVERFLOW_HANDLER               jmp  callee
 //! .L1: PUSH arg1 ... PUSH argn              .Lret:
@@ -108,11 +108,34 @@
 //!   thesis. Since the pushes precede the test, the call graph counts the largest pushes of a
 //!   function as part of its frame (`--emit callgraph` shows `frame = P + S + pushes`), so the
 //!   room for them was reserved by the checkpoint that entered the caller.
-//! * The test compares against the header's `limit` word instead of computing
-//!   `SP + chunk_size - ...` against `ebp`: the same condition, without the wrap-around the
-//!   thesis form has for chunks mapped near the top of a 32-bit address space.
-//! * The overflow path is out of line (`.subsection 1`), so the common path is three
+//! * The test compares against a header word, the *check word* `limit + B` (below), instead of
+//!   computing `SP + chunk_size - ...` against `ebp`: the same condition, without the
+//!   wrap-around the thesis form has for chunks mapped near the top of a 32-bit address space.
+//!   Where the distance `R - A + 16` is at most `B`, the `lea` goes: `cmp esp, dword ptr [ebp
+//!   + 16]; jb .LlaN_ovf`.
+//! * The overflow path is out of line (`.subsection 1`), so the common path is two or three
 //!   instructions and a not-taken branch before the call.
+//!
+//! # The check word
+//!
+//! Header word 4 (the MMU mechanisms' `resume`) holds `limit + B` in `lookahead` chunks,
+//! written by the runtime at every link; `B`, the program's *check bias*, is the data symbol
+//! `__cmm_check_bias` (`stackrt::base::abi::CHECK_BIAS_SYMBOL`). A checkpoint at distance `D =
+//! R - A + 16` below its SP (after the pushes) tests `SP - (D - B) < limit + B`, which is the
+//! thesis's `SP - D < limit`; when `D <= B` it tests `SP < limit + B` instead: stricter, the
+//! exact test of a reserve `R' = A + B - 16`, which is what its overflow stub passes the
+//! handler, so the runtime sees every overflow as one of a reserve it can check
+//! (`stackrt::chunk::chain`'s "forced" overflow stays exact). The bias ([`check_bias`]) is the
+//! largest distance of a checkpoint of the program within a third of a chunk's capacity, so
+//! the hottest checkpoints, a recursion's, usually lose the `lea`; a chunk then leaves at most
+//! `B` bytes at its low end to the calls that need them (a C call's budget, usually) instead
+//! of to frames. Why it pays: with `deep_repeat.cm`'s recursion 8 deep, the checkpoint's third
+//! instruction was most of `lookahead`'s extra cost per call over `callee-cleanup` on x86-64
+//! (the other part was a register save, see `crate::emit::rename`). Green threads keep `B = 0`
+//! and the exact test everywhere: their stacks are sized to their need, and a bias would be
+//! slack in each of a million of them.
+//!
+//! A preemption request poisons the check word (`stackrt::chunk::poison`), never the limit.
 //!
 //! Calls to C functions are checkpoints too when the analysis says so (a large frame calling
 //! `printf` with small chunks). The shared printer emits their call (register arguments, `al`
@@ -348,41 +371,72 @@ fn regs_of(t: Target) -> Regs {
 
 /// The overflow test of a checkpoint, printed after the arguments are pushed and right before
 /// the `call` (see the module docs): `reserve` counts from the SP before the pushes, `args` is
-/// what was pushed since.
-pub fn checkpoint_test(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
-    checkpoint_compare(t, label, reserve, args, out);
+/// what was pushed since, `bias` is the program's check bias. Returns the reserve the
+/// out-of-line stub passes (see [`checkpoint_compare`]).
+pub fn checkpoint_test(
+    t: Target,
+    label: u32,
+    reserve: u32,
+    args: u32,
+    bias: u32,
+    out: &mut String,
+) -> u32 {
+    let passed = checkpoint_compare(t, label, reserve, args, bias, out);
     let _ = writeln!(out, ".Lla{label}_go:");
+    passed
 }
 
-/// The compare and the branch to the out-of-line overflow path `.Lla{label}_ovf`.
-fn checkpoint_compare(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
+/// The compare with the check word (`limit + bias`) and the branch to the out-of-line
+/// overflow path `.Lla{label}_ovf` (module docs, "The check word"). Returns the reserve the
+/// stub passes to the overflow handler: `reserve` itself, or at a site whose distance is
+/// within the bias, the reserve the stricter test implies, `args + bias - CHECK_SLACK`.
+fn checkpoint_compare(
+    t: Target,
+    label: u32,
+    reserve: u32,
+    args: u32,
+    bias: u32,
+    out: &mut String,
+) -> u32 {
     let r = regs_of(t);
-    let limit = ChunkHeaderLayout::for_pointer_size(t.slot()).limit;
+    let check = ChunkHeaderLayout::for_pointer_size(t.slot()).check;
     let distance = reserve - args + callgraph::CHECK_SLACK;
+    if distance <= bias {
+        let _ = writeln!(
+            out,
+            "\tcmp {}, {} ptr [{} + {check}]\t# checkpoint: reserve {reserve}, within the bias",
+            r.sp, r.word, r.chunk
+        );
+        let _ = writeln!(out, "\tjb .Lla{label}_ovf");
+        return args + bias - callgraph::CHECK_SLACK;
+    }
     let _ = writeln!(
         out,
-        "\tlea {}, [{} - {distance}]\t# checkpoint: reserve {reserve}",
-        r.scratch, r.sp
+        "\tlea {}, [{} - {}]\t# checkpoint: reserve {reserve}",
+        r.scratch,
+        r.sp,
+        distance - bias
     );
     let _ = writeln!(
         out,
-        "\tcmp {}, {} ptr [{} + {limit}]\t# chunk limit",
+        "\tcmp {}, {} ptr [{} + {check}]\t# check word: limit + bias",
         r.scratch, r.word, r.chunk
     );
     let _ = writeln!(out, "\tjb .Lla{label}_ovf");
+    reserve
 }
 
 /// A checkpoint at a call to a C-- function (see the module docs): the test, the common path's
 /// call, and out of line the call on a new chunk, which is unlinked as soon as the call
 /// returns, so the common path needs no underflow test.
-fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, out: &mut String) {
+fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, bias: u32, out: &mut String) {
     let t = c.target;
     let r = regs_of(t);
     // The return address and the arguments are pushed (callee-cleanup's order).
     let pushed = c.arg_bytes + t.slot();
-    checkpoint_compare(t, label, reserve, pushed, out);
+    let passed = checkpoint_compare(t, label, reserve, pushed, bias, out);
     CalleeCleanup.call_suffix(c, out);
-    overflow_stub(t, label, reserve, pushed, OVERFLOW_HANDLER_CMM, out);
+    overflow_stub(t, label, passed, pushed, OVERFLOW_HANDLER_CMM, out);
     // On the new chunk the callee returns to the unlink, not to the caller: the copied return
     // address (the highest pushed word) is replaced.
     let _ = writeln!(
@@ -457,7 +511,8 @@ fn overflow_stub(t: Target, label: u32, reserve: u32, args: u32, handler: &str, 
 }
 
 /// The underflow test after a checkpoint's call to a C function (the arguments already
-/// removed), and the two out-of-line stubs: overflow, and the inline underflow.
+/// removed), and the two out-of-line stubs: overflow (with the reserve [`checkpoint_test`]
+/// returned), and the inline underflow.
 pub fn checkpoint_return(t: Target, label: u32, reserve: u32, args: u32, out: &mut String) {
     let r = regs_of(t);
     let _ = writeln!(out, "\tcmp {}, {}", r.sp, r.chunk);
@@ -485,7 +540,7 @@ struct State {
     cursor: usize,
     /// Labels handed out so far.
     labels: u32,
-    /// An extern checkpoint between its test and its return: (label, reserve).
+    /// An extern checkpoint between its test and its return: (label, reserve its stub passes).
     pending: Option<(u32, u32)>,
     /// Per function `P + S` and its argument bytes.
     frames: Vec<Option<(u32, u32)>>,
@@ -500,6 +555,8 @@ struct Plan {
     /// Per function: its stack need at entry (argument bytes + longest path), the word before
     /// its argument bytes.
     needs: Vec<u32>,
+    /// The check word's bias (module docs, "The check word"), `__cmm_check_bias`.
+    bias: u32,
 }
 
 /// The `lookahead` mechanism of one emission: without a plan (first pass) it prints the
@@ -563,6 +620,11 @@ impl Lookahead {
         st.labels += 1;
         Some((label, reserve))
     }
+
+    /// The check word's bias: the plan's (0 in the first pass, which prints no checkpoint).
+    fn bias(&self) -> u32 {
+        self.plan.as_ref().map_or(0, |p| p.bias)
+    }
 }
 
 impl Mechanism for Lookahead {
@@ -613,15 +675,15 @@ impl Mechanism for Lookahead {
         match self.next_site(c, false) {
             None => LookaheadBase.call_suffix(c, out),
             Some((label, reserve)) => {
-                checkpoint_call(c, label, reserve, out);
+                checkpoint_call(c, label, reserve, self.bias(), out);
             }
         }
     }
     fn extern_call_check(&self, c: &CallSite, out: &mut String) {
-        let site = self.next_site(c, true);
-        if let Some((label, reserve)) = site {
-            checkpoint_test(c.target, label, reserve, c.arg_bytes, out);
-        }
+        let site = self.next_site(c, true).map(|(label, reserve)| {
+            let passed = checkpoint_test(c.target, label, reserve, c.arg_bytes, self.bias(), out);
+            (label, passed)
+        });
         self.state.borrow_mut().pending = site;
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
@@ -776,6 +838,7 @@ pub fn emit_program(
     let mut table = Plan {
         sites: Vec::with_capacity(plan.functions.len()),
         needs: Vec::with_capacity(plan.functions.len()),
+        bias: 0,
     };
     for (i, f) in plan.functions.iter().enumerate() {
         let mut sites = Vec::with_capacity(f.sites.len());
@@ -799,6 +862,8 @@ pub fn emit_program(
         }
         table.needs.push(need as u32);
     }
+    table.bias = check_bias(p, target, chunk_size, &table, &first);
+    let bias = table.bias;
     let mech = Lookahead::new(p, Some(table));
     let mut out = String::new();
     out.push_str("\t.intel_syntax noprefix\n");
@@ -832,8 +897,51 @@ pub fn emit_program(
     }
     crate::emit::emit_data(p, opts, &LookaheadBase, &frame_sizes, &rodata, &mut out);
     crate::emit::emit_chunk_size(chunk_size, &mut out);
+    emit_check_bias(bias, &mut out);
     out.push_str("\t.section .note.GNU-stack,\"\",@progbits\n");
     Ok(out)
+}
+
+/// The check word's bias of a program (module docs, "The check word"): the largest distance
+/// of a checkpoint that is at most a third of a standard chunk's capacity, so every such
+/// checkpoint compares SP itself and a chunk still gives at least two thirds of its capacity
+/// to frames. Green threads: 0, every checkpoint keeps its exact test, because a green
+/// thread's stack is sized to its need (small classes, learned first blocks) and a bias would
+/// be slack in every one of a million stacks.
+fn check_bias(
+    p: &LoweredProgram,
+    target: Target,
+    chunk_size: u32,
+    table: &Plan,
+    first: &State,
+) -> u32 {
+    if crate::lower::is_green_threads(p) {
+        return 0;
+    }
+    let cap = callgraph::chunk_capacity(chunk_size, target.slot()) / 3;
+    let mut bias = 0;
+    for (sites, recorded) in table.sites.iter().zip(&first.sites) {
+        for (reserve, call) in sites.iter().zip(recorded) {
+            let Some(reserve) = reserve else { continue };
+            let pushed = if call.external {
+                call.arg_bytes
+            } else {
+                call.arg_bytes + target.slot()
+            };
+            let distance = reserve - pushed + callgraph::CHECK_SLACK;
+            if distance <= cap {
+                bias = bias.max(distance);
+            }
+        }
+    }
+    bias
+}
+
+/// Defines `__cmm_check_bias` (mirrors `stackrt::base::abi::CHECK_BIAS_SYMBOL`).
+fn emit_check_bias(bias: u32, out: &mut String) {
+    out.push_str("\t.section .rodata\n\t.globl __cmm_check_bias\n\t.p2align 2\n");
+    out.push_str("\t.type __cmm_check_bias, @object\n\t.size __cmm_check_bias, 4\n");
+    let _ = writeln!(out, "__cmm_check_bias:\n\t.long {bias}");
 }
 
 #[cfg(test)]
@@ -862,13 +970,13 @@ mod tests {
     #[test]
     fn c_checkpoint_sequence_i686() {
         let mut s = String::new();
-        checkpoint_call(&site(Target::I686, 8), 7, 100, &mut s);
+        checkpoint_call(&site(Target::I686, 8), 7, 100, 0, &mut s);
         // The return address and 8 bytes of arguments were pushed: 100 - 12 + 16 = 104 below
-        // the SP after the pushes; limit is header word 3; prev_sp, prev_header and the thread
+        // the SP after the pushes; the check word (limit + bias 0) is header word 4; prev_sp, prev_header and the thread
         // stack are words 1, 2 and 0. On the new chunk the copied return address, 8 bytes
         // above the SP, becomes the unlink's.
         let want = "\tlea ecx, [esp - 104]\t# checkpoint: reserve 100\n\
-                    \tcmp ecx, dword ptr [ebp + 12]\t# chunk limit\n\
+                    \tcmp ecx, dword ptr [ebp + 16]\t# check word: limit + bias\n\
                     \tjb .Lla7_ovf\n\
                     \tjmp cmm_f\n\
                     .Lret:\n\
@@ -896,11 +1004,11 @@ mod tests {
     #[test]
     fn c_checkpoint_sequence_x86_64() {
         let mut s = String::new();
-        checkpoint_call(&site(Target::X86_64, 16), 0, 64, &mut s);
-        // Words are 8 bytes: 24 bytes pushed, 64 - 24 + 16 = 56; limit at 24, prev_sp at 8,
+        checkpoint_call(&site(Target::X86_64, 16), 0, 64, 0, &mut s);
+        // Words are 8 bytes: 24 bytes pushed, 64 - 24 + 16 = 56; the check word at 32, prev_sp at 8,
         // prev_header at 16; the budget at the thread stack stays a 32-bit word.
         let want = "\tlea r11, [rsp - 56]\t# checkpoint: reserve 64\n\
-                    \tcmp r11, qword ptr [rbp + 24]\t# chunk limit\n\
+                    \tcmp r11, qword ptr [rbp + 32]\t# check word: limit + bias\n\
                     \tjb .Lla0_ovf\n\
                     \tjmp cmm_f\n\
                     .Lret:\n\
@@ -925,16 +1033,50 @@ mod tests {
         assert_eq!(s, want);
     }
 
+    /// A checkpoint whose distance is within the bias compares SP itself with the check word,
+    /// and its stub passes the reserve that stricter test implies; one beyond the bias
+    /// compares SP minus the part of its distance the bias does not cover.
+    #[test]
+    fn checkpoints_against_a_biased_check_word() {
+        // 24 bytes pushed, reserve 64: distance 64 - 24 + 16 = 56, within a bias of 8240; the
+        // test `rsp < limit + 8240` is `caller_sp - (24 + 8240 - 16) - 16 < limit`, i.e. the
+        // exact test of a reserve of 8248.
+        let mut s = String::new();
+        checkpoint_call(&site(Target::X86_64, 16), 0, 64, 8240, &mut s);
+        assert!(s.starts_with(
+            "\tcmp rsp, qword ptr [rbp + 32]\t# checkpoint: reserve 64, within the bias\n\
+             \tjb .Lla0_ovf\n\tjmp cmm_f\n"
+        ));
+        assert!(s.contains("\tmov r11d, 8248\n\tmov r10d, 24\n"));
+        // The distance exactly the bias: still the short form.
+        let mut s = String::new();
+        let passed = checkpoint_test(Target::I686, 2, 100, 12, 104, &mut s);
+        assert_eq!(passed, 100);
+        assert!(s.starts_with("\tcmp esp, dword ptr [ebp + 16]"));
+        // Beyond the bias: 8208 - 16 + 16 = 8208 below SP, 8208 - 64 below the biased word.
+        let mut s = String::new();
+        let passed = checkpoint_test(Target::I686, 3, 8208, 16, 64, &mut s);
+        assert_eq!(passed, 8208);
+        assert_eq!(
+            s,
+            "\tlea ecx, [esp - 8144]\t# checkpoint: reserve 8208\n\
+             \tcmp ecx, dword ptr [ebp + 16]\t# check word: limit + bias\n\
+             \tjb .Lla3_ovf\n\
+             .Lla3_go:\n"
+        );
+    }
+
     /// An extern checkpoint: the test before the printer's `call`, then the underflow test
     /// and the two out-of-line stubs.
     #[test]
     fn extern_checkpoint_sequence_i686() {
         let mut s = String::new();
-        checkpoint_test(Target::I686, 3, 8208, 16, &mut s);
+        let passed = checkpoint_test(Target::I686, 3, 8208, 16, 0, &mut s);
+        assert_eq!(passed, 8208);
         s.push_str("\tcall printf\n\tadd esp, 16\n");
         checkpoint_return(Target::I686, 3, 8208, 16, &mut s);
         let want = "\tlea ecx, [esp - 8208]\t# checkpoint: reserve 8208\n\
-                    \tcmp ecx, dword ptr [ebp + 12]\t# chunk limit\n\
+                    \tcmp ecx, dword ptr [ebp + 16]\t# check word: limit + bias\n\
                     \tjb .Lla3_ovf\n\
                     .Lla3_go:\n\
                     \tcall printf\n\
@@ -964,11 +1106,11 @@ mod tests {
     #[test]
     fn extern_checkpoint_sequence_x86_64() {
         let mut s = String::new();
-        checkpoint_test(Target::X86_64, 1, 8192, 0, &mut s);
+        checkpoint_test(Target::X86_64, 1, 8192, 0, 0, &mut s);
         s.push_str("\tcall printf\n");
         checkpoint_return(Target::X86_64, 1, 8192, 0, &mut s);
         let want = "\tlea r11, [rsp - 8208]\t# checkpoint: reserve 8192\n\
-                    \tcmp r11, qword ptr [rbp + 24]\t# chunk limit\n\
+                    \tcmp r11, qword ptr [rbp + 32]\t# check word: limit + bias\n\
                     \tjb .Lla1_ovf\n\
                     .Lla1_go:\n\
                     \tcall printf\n\

@@ -13,14 +13,15 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh native
 // stack of the region, then retires it. Preserves ebx, esi, edi and ebp. The C-- code
-// preserves ebx, esi and edi; edi keeps the OS stack's frame (the arguments at edi + 20..).
+// preserves ebx, esi and edi (`cmm_codegen::emit::regs::cmm_callee_saved`); esi keeps the OS
+// stack's frame (the arguments at esi + 20..).
 //
 //   OS stack                              native stack (region)
-//   | nargs a1 a0 fp           | edi+20.. +---------------------+ top (record word 1)
+//   | nargs a1 a0 fp           | esi+20.. +---------------------+ top (record word 1)
 //   | return address (to Rust) |          | .Lmtss_back32       |
 //   | ebx ebp esi edi          |          | a1, a0 (as nargs)   | <- esp at the jmp
-//   +--------------------------+ edi      | frames of fp ...    |
-//   | handler stack below T = edi & -16
+//   +--------------------------+ esi      | frames of fp ...    |
+//   | handler stack below T = esi & -16
 global_asm!(
     ".text",
     ".globl stackrt_enter_mtss",
@@ -31,7 +32,7 @@ global_asm!(
     "push %ebp",
     "push %esi",
     "push %edi",
-    "mov %esp, %edi",
+    "mov %esp, %esi",
     "and $-16, %esp",
     "mov %esp, %eax",
     "sub $12, %esp",
@@ -40,25 +41,25 @@ global_asm!(
     "mov %eax, %ebp",
     "mov 4(%ebp), %esp",
     "push $.Lmtss_back32",
-    "mov 32(%edi), %eax",
+    "mov 32(%esi), %eax",
     "cmp $2, %eax",
     "jb .Lmtss_one32",
-    "push 28(%edi)",
+    "push 28(%esi)",
     ".Lmtss_one32:",
     "cmp $1, %eax",
     "jb .Lmtss_none32",
-    "push 24(%edi)",
+    "push 24(%esi)",
     ".Lmtss_none32:",
-    "jmp *20(%edi)",
+    "jmp *20(%esi)",
     ".Lmtss_back32:",
-    "mov %edi, %esp",
+    "mov %esi, %esp",
     "and $-16, %esp",
     "mov %eax, %ebx",
     "sub $12, %esp",
     "push %ebp",
     "call {exit}",
     "mov %ebx, %eax",
-    "mov %edi, %esp",
+    "mov %esi, %esp",
     "pop %edi",
     "pop %esi",
     "pop %ebp",

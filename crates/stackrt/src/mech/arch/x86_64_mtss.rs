@@ -13,12 +13,14 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh native
 // stack of the region, then retires it. Preserves every System V callee-saved register. The
-// C-- code preserves rbx and r12-r15, which carry the trampoline's state across it.
+// C-- code preserves rbx and r12-r14 (`r15` is the spare of a mechanism that reserves `rbp`,
+// which C-- calls clobber: `cmm_codegen::emit::regs::spare`), so `rbx` carries the OS stack
+// pointer across it.
 //
 //   OS stack                              native stack (region)
 //   | return address (to Rust) |          +---------------------+ top (record word 1)
 //   | rbx rbp r12 r13 r14 r15  |          | .Lmtss_back64       |  pushed return address
-//   +--------------------------+ r15      | a1 (if nargs = 2)   |
+//   +--------------------------+ r15, rbx | a1 (if nargs = 2)   |
 //   | (alignment)              |          | a0 (if nargs >= 1)  | <- rsp at the jmp
 //   +--------------------------+ T        | frames of fp ...    |
 //   | handler stack: C calls, handlers    |
@@ -56,8 +58,10 @@ global_asm!(
     "jb .Lmtss_none64",
     "push %r13",
     ".Lmtss_none64:",
+    "mov %r15, %rbx",
     "jmp *%r12",
     ".Lmtss_back64:",
+    "mov %rbx, %r15",
     "mov %r15, %rsp",
     "and $-16, %rsp",
     "mov %rax, %rbx",
