@@ -33,18 +33,9 @@ fn bit(a: Allocation) -> Set {
     }
 }
 
-/// Registers the spare's values may move to when they cross no call: caller-saved, never
-/// fixed by a call sequence or a mechanism's scratch use (`rax` carries results and `al`,
-/// `r10`/`r11` are the mechanisms' scratch registers); on i686 only `ecx` and `edx` of them
-/// are caller-saved.
-const EVICT_TO: [u8; 6] = [
-    regs::RCX,
-    regs::RDX,
-    regs::RSI,
-    regs::RDI,
-    regs::R8,
-    regs::R9,
-];
+/// Caller-saved registers a mechanism's sequences name besides the allocation (`rax`: results
+/// and `al`; `r10`/`r11`: the mechanisms' scratch): the spare's values never move there.
+const NOT_EVICT_TO: [u8; 3] = [regs::RAX, 10, 11];
 
 /// Renames one preserved register (of `preserved`) to `spare` when no instruction across which
 /// it holds a value clobbers the spare (so it crosses no C-- call), first moving the spare's
@@ -75,10 +66,10 @@ pub fn to_spare(
         .map(|r| r as u8)
         .next()?;
     if used & spare_bit != 0 {
-        let allocatable = regs::allocatable_gprs(target);
-        let to = EVICT_TO.iter().copied().find(|&g| {
-            allocatable.contains(&g)
-                && !preserved.contains(&g)
+        let caller_saved = regs::c_caller_saved(target);
+        let to = (0..16u8).find(|&g| {
+            caller_saved.contains(regs::gpr(g))
+                && !NOT_EVICT_TO.contains(&g)
                 && used & (1 << g) == 0
                 && clob[spare.hw_enc()] & (1 << g) == 0
         })?;
