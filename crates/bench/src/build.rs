@@ -157,6 +157,11 @@ impl Variant {
         }
     }
 
+    /// True for `--mech mtss` (with or without `--race`).
+    pub fn is_mtss(&self) -> bool {
+        matches!(&self.tool, Toolchain::Cmm { mech, .. } | Toolchain::CmmRace { mech, .. } if mech == "mtss")
+    }
+
     /// True for C-- code linked with `stackrt` (it prints statistics under `STACKRT_STATS=1`).
     pub fn is_cmm(&self) -> bool {
         matches!(

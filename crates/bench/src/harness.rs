@@ -29,6 +29,10 @@ pub struct Options {
     /// (never fewer than [`MIN_ROUNDS`]); `None`: always `runs`. See [`rounds_within`].
     pub round_budget: Option<Duration>,
     pub targets: Vec<Target>,
+    /// Only these mechanisms of the compiler (empty: every one it accepts).
+    pub mechs: Vec<String>,
+    /// Whether gcc, Go and the native back end are measured beside the mechanisms.
+    pub peers: bool,
     pub progress: bool,
 }
 
@@ -245,7 +249,12 @@ fn runs_at(v: &Variant, point: &Point) -> bool {
     !(point.x86_64_only && v.target == Target::I686)
 }
 
-fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec<Variant> {
+fn variants_of(
+    e: &Experiment,
+    mechanisms: &[String],
+    targets: &[Target],
+    peers: bool,
+) -> Vec<Variant> {
     let mut list = Vec::new();
     for &target in targets {
         for mech in mechanisms {
@@ -292,6 +301,9 @@ fn variants_of(e: &Experiment, mechanisms: &[String], targets: &[Target]) -> Vec
                     });
                 }
             }
+        }
+        if !peers {
+            continue;
         }
         if e.native && target == Target::X86_64 {
             list.push(Variant {
@@ -340,6 +352,9 @@ struct Session<'a> {
     stacks: Vec<(String, String)>,
     min_stacks: HashMap<(PathBuf, String), Option<u64>>,
     boundaries: HashMap<PathBuf, Option<u64>>,
+    /// `STACKRT_MTSS_REGION` of an `mtss` executable run with these arguments, where the
+    /// default region is too small for its native stacks.
+    mtss_regions: HashMap<(PathBuf, Vec<String>), u64>,
     memory_budget: u64,
     scratch: PathBuf,
 }
@@ -359,6 +374,9 @@ impl Session<'_> {
     fn invocation(&self, e: &Experiment, v: &Variant, exe: &Path, args: &[String]) -> Invocation {
         let mut env = e.env.clone();
         env.extend(crate::mtss::main_stack_env(v, e.main_stack, &e.env));
+        if let Some(region) = self.mtss_regions.get(&(exe.to_path_buf(), args.to_vec())) {
+            env.push(("STACKRT_MTSS_REGION".into(), region.to_string()));
+        }
         if v.is_cmm() {
             env.push(("STACKRT_STATS".to_string(), "1".to_string()));
         }
@@ -392,8 +410,15 @@ impl Session<'_> {
     /// The smallest working stack at `depth`: searched at two small depths, extrapolated
     /// linearly (the stack used per level rounded to a multiple of 4 bytes: the search is only
     /// precise to a page), plus a margin, then checked with one thread at `depth` and raised by
-    /// an eighth until it works.
-    fn fixed_stack(&mut self, exe: &Path, probe: &Probe, main_stack: MainStack) -> Option<u64> {
+    /// an eighth until it works. With `no_overflow` (`mtss`) a stack works only when the thread
+    /// never overflows it.
+    fn fixed_stack(
+        &mut self,
+        exe: &Path,
+        probe: &Probe,
+        main_stack: MainStack,
+        no_overflow: bool,
+    ) -> Option<u64> {
         let key = (
             exe.to_path_buf(),
             format!("{:?}@{}", probe.args, probe.depth),
@@ -414,8 +439,13 @@ impl Session<'_> {
         };
         let (d1, d2) = probe.small_depths;
         let search = |depth: u64| {
-            self.runner
-                .min_stack(exe, |stack| args_at(depth, stack), main_stack, 4 << 30)
+            self.runner.min_stack(
+                exe,
+                |stack| args_at(depth, stack),
+                main_stack,
+                4 << 30,
+                no_overflow,
+            )
         };
         let found = (|| {
             let s1 = search(d1)? as f64;
@@ -432,12 +462,12 @@ impl Session<'_> {
                 let check = self.runner.run(&Invocation {
                     exe: exe.to_path_buf(),
                     args: args_at(probe.depth, bytes),
-                    env: Vec::new(),
+                    env: crate::run::stats_env(no_overflow),
                     main_stack,
                     timeout: Duration::from_secs(600),
                     stdout: None,
                 });
-                if check.ending.ok() {
+                if crate::run::works_alone(&check, no_overflow) {
                     return Some(bytes);
                 }
                 bytes = (bytes + bytes / 8).div_ceil(4096) * 4096;
@@ -510,15 +540,26 @@ impl Session<'_> {
             ));
         }
         let mut stack = None;
+        let mut region_of_run = None;
         if point.args.iter().any(|a| a == STACK_TOKEN) {
-            let bytes = match (&point.probe, v.fixed_stack()) {
-                (Some(probe), true) => self.fixed_stack(exe, probe, e.main_stack).ok_or((
+            // `mtss`'s native stacks are sized as the fixed stacks are, to what one thread
+            // needs without overflowing (as the MTSS paper sized each task from its peak):
+            // a growing-stack size would put every deep spike on pages lent 128 bytes at a
+            // time, which measures lending, not the mechanism (`mtss_share` does that).
+            let mtss = v.is_mtss();
+            let bytes = match (&point.probe, v.fixed_stack() || mtss) {
+                (Some(probe), true) => self.fixed_stack(exe, probe, e.main_stack, mtss).ok_or((
                     NoteKind::FixedStackCannot,
                     "no stack size up to 4 GiB runs one thread".to_string(),
                 ))?,
                 _ => GROWING_STACK,
             };
-            if v.fixed_stack() {
+            if mtss && point.probe.is_some() {
+                let region = crate::mtss::region_for(v.target, point.threads, bytes, e.main_stack)
+                    .map_err(|why| (NoteKind::FixedStackCannot, why))?;
+                region_of_run = region;
+            }
+            if v.fixed_stack() || (mtss && point.probe.is_some()) {
                 let together = bytes.saturating_mul(point.threads);
                 if v.target == Target::I686 && together > 3 << 30 {
                     return Err((
@@ -550,7 +591,7 @@ impl Session<'_> {
                 "no depth up to 20000 puts the loop's call on a chunk boundary".to_string(),
             ))?);
         }
-        Ok(point
+        let args: Vec<String> = point
             .args
             .iter()
             .map(|a| match a.as_str() {
@@ -558,7 +599,12 @@ impl Session<'_> {
                 BOUNDARY_TOKEN => boundary.expect("set above").to_string(),
                 other => other.to_string(),
             })
-            .collect())
+            .collect();
+        if let Some(region) = region_of_run {
+            self.mtss_regions
+                .insert((exe.to_path_buf(), args.clone()), region);
+        }
+        Ok(args)
     }
 
     /// The schedule trace the replays of `v`'s mechanism and target read at `args`.
@@ -1035,11 +1081,14 @@ pub fn run(options: &Options) -> Result<Results, String> {
     let scratch = options.out.join("work");
     std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let builder = Builder::new(&options.root, &options.cmm, &scratch.join("bin"))?;
-    let mechanisms = accepted_mechanisms(&options.cmm);
+    let mechanisms: Vec<String> = accepted_mechanisms(&options.cmm)
+        .into_iter()
+        .filter(|m| options.mechs.is_empty() || options.mechs.contains(m))
+        .collect();
     let total: usize = experiments
         .iter()
         .map(|e| {
-            let variants = variants_of(e, &mechanisms, &options.targets);
+            let variants = variants_of(e, &mechanisms, &options.targets, options.peers);
             e.points
                 .iter()
                 .map(|p| variants.iter().filter(|v| runs_at(v, p)).count())
@@ -1058,6 +1107,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
         stacks: Vec::new(),
         min_stacks: HashMap::new(),
         boundaries: HashMap::new(),
+        mtss_regions: HashMap::new(),
         memory_budget: physical_memory_bytes() / 4 * 3,
         scratch,
     };
@@ -1094,7 +1144,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
                 }
             }
         }
-        let variants = variants_of(e, &mechanisms, &options.targets);
+        let variants = variants_of(e, &mechanisms, &options.targets, options.peers);
         let mut built = Vec::new();
         for v in &variants {
             session

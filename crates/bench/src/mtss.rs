@@ -84,6 +84,55 @@ pub fn program_args(source: &str) -> (Option<Vec<String>>, Option<Vec<String>>) 
     (line("// args:"), line("// bench-args:"))
 }
 
+/// Address space `stackrt` reserves for `mtss` when `STACKRT_MTSS_REGION` is not set.
+fn default_region(target: Target) -> u64 {
+    match target {
+        Target::X86_64 => 64 << 30,
+        Target::I686 => 1 << 30,
+    }
+}
+
+/// Beyond the native stacks, the region's room for the extra native stacks C callbacks take.
+const REGION_SLACK: u64 = 64 << 20;
+
+/// The `STACKRT_MTSS_REGION` an `mtss` run of `threads` threads on native stacks of `stack`
+/// bytes needs beside `main`'s (which follows `ulimit -s`): `Ok(None)` when the default region
+/// holds them; `Err` saying why when no region can (a 32-bit process has about 2 GiB of
+/// contiguous address space; all stacks are reserved at once, as a fixed-stack system's).
+/// Under an unlimited `ulimit -s` [`main_stack_env`] decides.
+pub fn region_for(
+    target: Target,
+    threads: u64,
+    stack: u64,
+    main_stack: MainStack,
+) -> Result<Option<u64>, String> {
+    let MainStack::KiB(main_kib) = main_stack else {
+        return Ok(None);
+    };
+    let need = threads
+        .saturating_mul(stack)
+        .saturating_add(main_kib * 1024)
+        .saturating_add(REGION_SLACK);
+    if need <= default_region(target) {
+        return Ok(None);
+    }
+    let most: u64 = match target {
+        Target::X86_64 => 1 << 46,
+        Target::I686 => 2 << 30,
+    };
+    if need > most {
+        return Err(format!(
+            "{threads} threads x {:.1} MiB native stacks and main's {} MiB need a {:.1} GiB region; a {} process has {} GiB",
+            stack as f64 / 1048576.0,
+            main_kib / 1024,
+            need as f64 / (1u64 << 30) as f64,
+            if target == Target::I686 { "32-bit" } else { "64-bit" },
+            most >> 30
+        ));
+    }
+    Ok(Some(need.div_ceil(1 << 20) << 20))
+}
+
 /// The environment that gives an `mtss` executable's `main` room for the deep recursions of
 /// the experiments that run under `ulimit -s unlimited`. `main` runs on a native stack of the
 /// region: `ulimit -s` bytes, but only 4 GiB (i686: 256 MiB) when that is unlimited, less than
@@ -375,6 +424,31 @@ mod tests {
     use super::*;
     use crate::run::parse_mtss_stats_line as parse_stats_line;
     use std::collections::BTreeMap;
+
+    #[test]
+    fn the_region_holds_every_native_stack_and_main_or_says_why_not() {
+        let main = MainStack::KiB(256 * 1024);
+        // 8 x 12 MiB + 256 MiB + 64 MiB fits i686's default 1 GiB: no variable.
+        assert_eq!(region_for(Target::I686, 8, 12 << 20, main), Ok(None));
+        // 64 x 12 MiB = 768 MiB + 320 MiB: 1088 MiB, in MiB.
+        assert_eq!(
+            region_for(Target::I686, 64, 12 << 20, main),
+            Ok(Some(1088 << 20))
+        );
+        // 64 x 32 MiB is more than a 32-bit process has; x86-64 reserves it.
+        let why = region_for(Target::I686, 64, 32 << 20, main).unwrap_err();
+        assert!(why.contains("64 threads x 32.0 MiB"), "{why}");
+        assert_eq!(region_for(Target::X86_64, 64, 32 << 20, main), Ok(None));
+        assert_eq!(
+            region_for(Target::X86_64, 64, 1 << 30, main),
+            Ok(Some((64 << 30) + (320 << 20)))
+        );
+        // Under an unlimited main stack `main_stack_env` decides.
+        assert_eq!(
+            region_for(Target::I686, 64, 32 << 20, MainStack::Unlimited),
+            Ok(None)
+        );
+    }
 
     #[test]
     fn the_mtss_statistics_line_is_parsed_and_the_out_of_room_line_is_not() {

@@ -449,6 +449,9 @@ fn method_section(out: &mut String, results: &Results, table: &Table) {
          `lookahead` hot split took 64 ns a pair with it, 9 without). Fixed-stack executables (traditional, callee-cleanup, native, gcc without \
          split-stack) get thread stacks just big enough: the smallest working stack is searched \
          at two small depths with one thread and extrapolated to the point's depth, plus 64 KiB; \
+         `mtss`'s native stacks are found the same way, a stack working when the thread never \
+         overflows it (the MTSS paper sized each task from its peak), in a region sized to hold \
+         them all (`STACKRT_MTSS_REGION`, at most 2 GiB on i686); \
          the executables whose stacks grow get {} KiB (they ignore it or outgrow it). A fixed-stack \
          point whose stacks together would exceed the address space (i686: 3 GiB) or 3/4 of the \
          physical memory (all threads may be deep at once) is not run and is listed as something \

@@ -256,26 +256,28 @@ impl Runner {
     }
 
     /// The smallest stack-size argument (to a page, from 16 KiB) with which `args(stack)` exits
-    /// 0, searching up to `max`; `None` if even `max` fails.
+    /// 0, searching up to `max`; `None` if even `max` fails. With `no_overflow` (`mtss`, whose
+    /// too-small stacks borrow instead of failing) a run works only if `STACKRT_STATS` counts
+    /// no overflow: the least stack the thread needs on its own.
     pub fn min_stack(
         &self,
         exe: &Path,
         args: impl Fn(u64) -> Vec<String>,
         main_stack: MainStack,
         max: u64,
+        no_overflow: bool,
     ) -> Option<u64> {
         const PAGE: u64 = 4096;
         let works = |stack: u64| {
-            self.run(&Invocation {
+            let outcome = self.run(&Invocation {
                 exe: exe.to_path_buf(),
                 args: args(stack),
-                env: Vec::new(),
+                env: stats_env(no_overflow),
                 main_stack,
                 timeout: Duration::from_secs(30),
                 stdout: None,
-            })
-            .ending
-            .ok()
+            });
+            works_alone(&outcome, no_overflow)
         };
         let mut low = 16 * 1024 - PAGE; // known (assumed) to fail
         let mut high = 1 << 20;
@@ -299,6 +301,21 @@ impl Runner {
         }
         Some(high)
     }
+}
+
+/// `STACKRT_STATS=1` when a stack probe must see the overflow count.
+pub fn stats_env(no_overflow: bool) -> Vec<(String, String)> {
+    if no_overflow {
+        vec![("STACKRT_STATS".into(), "1".into())]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether a probe's run shows the stack was enough: it exited 0 and, with `no_overflow`, its
+/// statistics count no overflow (a missing count is taken as an overflow).
+pub fn works_alone(outcome: &Outcome, no_overflow: bool) -> bool {
+    outcome.ending.ok() && (!no_overflow || outcome.stats.get("overflows") == Some(&0))
 }
 
 /// Parses the line `STACKRT_STATS=1` prints at exit under `mtss` ("stackrt: mtss: region R

@@ -36,6 +36,12 @@ struct Cli {
     /// Targets to measure.
     #[arg(long, num_args = 1.., default_values = ["x86_64", "i686"])]
     target: Vec<String>,
+    /// Measure only these mechanisms (default: every one the compiler accepts).
+    #[arg(long, num_args = 1.., value_name = "MECH")]
+    mech: Vec<String>,
+    /// Leave out the peers (gcc, gcc -fsplit-stack, Go, the native back end).
+    #[arg(long)]
+    no_peers: bool,
     /// The compiler (default target/release/cmm; `cargo xtask experiments` builds it first).
     #[arg(long)]
     cmm: Option<PathBuf>,
@@ -95,6 +101,14 @@ fn main() {
         );
         exit(2);
     }
+    let accepted = bench::build::accepted_mechanisms(&cmm);
+    if let Some(unknown) = cli.mech.iter().find(|m| !accepted.contains(m)) {
+        eprintln!(
+            "experiments: unknown mechanism {unknown} ({})",
+            accepted.join(", ")
+        );
+        exit(2);
+    }
     // A directory name without spaces or colons: 2026-11-23T2012.
     let stamp = bench::machine::utc_stamp()
         .replace(' ', "T")
@@ -116,6 +130,8 @@ fn main() {
         round_budget: (cli.round_budget > 0.0)
             .then(|| std::time::Duration::from_secs_f64(cli.round_budget)),
         targets,
+        mechs: cli.mech,
+        peers: !cli.no_peers,
         progress: !cli.quiet,
     };
     let command = format!(
