@@ -74,13 +74,6 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
                 .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
         }
     }
-    if opts.mech == Mech::Mtss && opts.threads == Threads::Green {
-        return Err(DriverError::unsupported(
-            "--mech mtss runs on OS threads only for now (--threads os): a green thread's \
-             stack would be lent while another worker runs it"
-                .to_string(),
-        ));
-    }
     if opts.mech == Mech::Mtss && opts.race {
         return Err(DriverError::unsupported(
             "--race is not available with --mech mtss yet (the detector's entries run on the \

@@ -79,7 +79,8 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "mtss", target: "x86_64", chunk_size: None, green: false, sched: None, race: false },
     Config { backend: "emit", mech: "mtss", target: "i686", chunk_size: None, green: false, sched: None, race: false },
     // Green threads (`--threads green`, two workers as on a 2-CPU machine): the fixed-stack
-    // conventions, lookahead with default and smallest chunks, the MMU and heap mechanisms.
+    // conventions, lookahead with default and smallest chunks, the MMU and heap mechanisms,
+    // MTSS.
     Config { backend: "native", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
     Config { backend: "emit", mech: "traditional", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
     Config { backend: "emit", mech: "traditional", target: "i686", chunk_size: None, green: true, sched: None, race: false },
@@ -97,6 +98,10 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "heap", target: "i686", chunk_size: Some(4096), green: true, sched: None, race: false },
     Config { backend: "emit", mech: "heap-malloc", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
     Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: true, sched: None, race: false },
+    // MTSS on green threads: x86-64 with the paper's 128-byte pages, i686 with the smallest
+    // (32 bytes: the most overflows).
+    Config { backend: "emit", mech: "mtss", target: "x86_64", chunk_size: None, green: true, sched: None, race: false },
+    Config { backend: "emit", mech: "mtss", target: "i686", chunk_size: Some(32), green: true, sched: None, race: false },
     // The deterministic scheduler (one worker, every decision from the seed): the programs'
     // output does not depend on the interleaving, so any seed must give the oracle's.
     Config { backend: "emit", mech: "lookahead", target: "x86_64", chunk_size: Some(4096), green: true, sched: Some("random:7"), race: false },

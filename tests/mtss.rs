@@ -2,7 +2,8 @@
 //! stacks are too small for their recursion complete by growing into other threads' free
 //! stack space where a fixed stack reports its overflow; every page size; threads that overflow
 //! again and again on several CPUs while others park and lend; the one-line error when no
-//! thread has room; the options `mtss` does not take. Expected outputs are gcc's on the same
+//! thread has room; the options `mtss` does not take. Each on OS threads and on green threads
+//! (where a parked thread lends and an overflow that finds no room yields until some is free). Expected outputs are gcc's on the same
 //! programs with the oracle's thread library and default stacks (written here), or the
 //! programs' formulas. The corpus (tests/corpus.rs) runs every program under `mtss` too.
 
@@ -14,6 +15,14 @@ use std::process::Command;
 use std::time::Duration;
 
 const TARGETS: [&str; 2] = ["x86_64", "i686"];
+
+/// The thread models: OS threads, and green threads on two workers.
+const THREADS: [&[&str]; 2] = [&[], &["--threads", "green"]];
+
+/// `extra` after the thread model's options.
+fn with(threads: &[&'static str], extra: &[&'static str]) -> Vec<&'static str> {
+    [threads, extra].concat()
+}
 
 /// gcc's output of `tests/mtss/small_stacks.cm 4 1000 0` (x86-64 and -m32 alike).
 const SMALL_STACKS_4_1000: &str = "task 0: 1000 levels, sum 3997\n\
@@ -60,8 +69,9 @@ fn mtss_stat(stderr: &str, what: &str) -> u64 {
 #[test]
 fn tasks_with_too_small_stacks_complete_by_sharing() {
     let dir = tempfile::tempdir().unwrap();
-    for target in TARGETS {
-        let exe = build("small_stacks", dir.path(), target, &[]);
+    for (t, threads) in TARGETS.into_iter().flat_map(|t| THREADS.map(|m| (t, m))) {
+        let exe = build("small_stacks", dir.path(), t, threads);
+        let target = &format!("{t} {threads:?}");
         let mut cmd = Command::new(&exe);
         cmd.args(["4", "1000", "2048"]).env("STACKRT_STATS", "1");
         let o = run_within(cmd, Duration::from_secs(60), "small stacks");
@@ -82,8 +92,8 @@ fn tasks_with_too_small_stacks_complete_by_sharing() {
         let fixed = compile(
             &root().join("tests/mtss/small_stacks.cm"),
             dir.path(),
-            &format!("small-traditional-{target}"),
-            &["--mech", "traditional", "--target", target],
+            &format!("small-traditional-{t}{}", threads.concat()),
+            &[threads, &["--mech", "traditional", "--target", t]].concat(),
         );
         let mut cmd = Command::new(&fixed);
         cmd.args(["4", "1000", "2048"]);
@@ -97,10 +107,16 @@ fn tasks_with_too_small_stacks_complete_by_sharing() {
 #[test]
 fn every_page_size_gives_the_same_output() {
     let dir = tempfile::tempdir().unwrap();
-    for target in TARGETS {
+    for (target, threads) in TARGETS.into_iter().flat_map(|t| THREADS.map(|m| (t, m))) {
         let mut overflows = Vec::new();
         for page in ["32", "128", "512", "4096"] {
-            let exe = build("small_stacks", dir.path(), target, &["--chunk-size", page]);
+            let exe = build(
+                "small_stacks",
+                dir.path(),
+                target,
+                &with(threads, &["--chunk-size", page]),
+            );
+            let target = &format!("{target} {threads:?}");
             let mut cmd = Command::new(&exe);
             cmd.args(["4", "1000", "2048"]).env("STACKRT_STATS", "1");
             let o = run_within(cmd, Duration::from_secs(60), "page sizes");
@@ -128,11 +144,16 @@ fn every_page_size_gives_the_same_output() {
 #[test]
 fn threads_overflowing_while_others_park_and_wake_compute_what_gcc_computes() {
     let dir = tempfile::tempdir().unwrap();
-    for target in TARGETS {
-        let exe = build("stress", dir.path(), target, &[]);
+    for (target, threads) in TARGETS.into_iter().flat_map(|t| THREADS.map(|m| (t, m))) {
+        let exe = build("stress", dir.path(), target, threads);
+        let target = &format!("{target} {threads:?}");
         for run in 0..10 {
             let mut cmd = Command::new(&exe);
             cmd.args(["8", "200", "1024"]).env("STACKRT_STATS", "1");
+            // Green threads: every other run on one worker.
+            if !threads.is_empty() {
+                cmd.env("STACKRT_WORKERS", if run % 2 == 0 { "2" } else { "1" });
+            }
             let o = run_within(cmd, Duration::from_secs(60), "stress");
             let err = text(&o.stderr);
             assert_eq!(o.status.code(), Some(0), "{target} run {run}: {err}");
@@ -148,12 +169,13 @@ fn threads_overflowing_while_others_park_and_wake_compute_what_gcc_computes() {
 #[test]
 fn no_room_anywhere_is_one_line_and_status_70() {
     let dir = tempfile::tempdir().unwrap();
-    for target in TARGETS {
+    for (target, threads) in TARGETS.into_iter().flat_map(|t| THREADS.map(|m| (t, m))) {
         for (name, args) in [
             ("small_stacks", ["3", "1000", "256"]),
             ("stress", ["8", "200", "256"]),
         ] {
-            let exe = build(name, dir.path(), target, &[]);
+            let exe = build(name, dir.path(), target, threads);
+            let target = &format!("{target} {threads:?}");
             for _ in 0..3 {
                 let mut cmd = Command::new(&exe);
                 cmd.args(args).env("STACKRT_MTSS_MAIN_STACK", "4096");
@@ -171,15 +193,14 @@ fn no_room_anywhere_is_one_line_and_status_70() {
     }
 }
 
-/// `mtss` takes a page size that is a power of two from 16 to 65536 bytes, runs on OS threads
-/// only for now, and not with `--race`: each refusal is one line, the usage status 2.
+/// `mtss` takes a page size that is a power of two from 16 to 65536 bytes, and not `--race`:
+/// each refusal is one line, the usage status 2.
 #[test]
 fn options_mtss_does_not_take_are_refused() {
     let src = root().join("tests/mtss/small_stacks.cm");
     for (extra, want) in [
         (&["--chunk-size", "100"][..], "must be a power of two"),
         (&["--chunk-size", "8"][..], "must be a power of two"),
-        (&["--threads", "green"][..], "runs on OS threads only"),
         (&["--race"][..], "--race is not available with --mech mtss"),
     ] {
         let o = cmm()

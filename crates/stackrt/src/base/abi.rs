@@ -122,6 +122,11 @@ pub const CHUNK_SIZE_SYMBOL: &str = "__cmm_chunk_size";
 /// limit).
 pub const CHECK_BIAS_SYMBOL: &str = "__cmm_check_bias";
 
+/// Name of the `u32` data symbol an `mtss` program defines: its lending margin, the bytes
+/// below a stopped thread's stack pointer its functions may still push into when it goes on
+/// (`crate::mech::mtss`, "Who may lend"); absent: 0.
+pub const MTSS_MARGIN_SYMBOL: &str = "__cmm_mtss_margin";
+
 /// Name of the `u32` data symbol a program compiled with `--threads green` defines (value
 /// [`THREADS_GREEN`]); absent or 0: OS threads.
 pub const THREADS_SYMBOL: &str = "__cmm_threads";
@@ -212,6 +217,7 @@ mod tests {
         // references.
         assert_eq!(CHUNK_SIZE_SYMBOL, "__cmm_chunk_size");
         assert_eq!(CHECK_BIAS_SYMBOL, "__cmm_check_bias");
+        assert_eq!(MTSS_MARGIN_SYMBOL, "__cmm_mtss_margin");
         assert_eq!(THREADS_SYMBOL, "__cmm_threads");
         assert_eq!(THREADS_GREEN, 1);
     }

@@ -64,6 +64,21 @@ pub fn program_check_bias() -> Option<usize> {
 }
 
 weak_symbol!(
+    /// Address of `__cmm_mtss_margin` (weak: only `mtss` programs define it), or 0.
+    fn mtss_margin_symbol => "__cmm_mtss_margin", stackrt_mtss_margin_ref
+);
+
+/// The lending margin of an `mtss` program (`__cmm_mtss_margin`), 0 if it defines none.
+pub fn program_mtss_margin() -> usize {
+    let p = mtss_margin_symbol();
+    if p == 0 {
+        return 0;
+    }
+    // SAFETY: a non-zero address is the program's u32 symbol.
+    unsafe { (p as *const u32).read() as usize }
+}
+
+weak_symbol!(
     /// Address of `__cmm_threads` (weak: programs compiled for OS threads and the runtime's
     /// own test binaries do not define it), or 0.
     fn threads_symbol => "__cmm_threads", stackrt_threads_ref

@@ -28,4 +28,5 @@ pub fn supports_abi(abi: u32) -> bool {
         || abi == crate::base::abi::ABI_MMU_REUSE
         || abi == crate::base::abi::ABI_HEAP
         || abi == crate::base::abi::ABI_HEAP_MALLOC
+        || abi == crate::base::abi::ABI_MTSS
 }

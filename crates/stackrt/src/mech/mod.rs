@@ -31,7 +31,7 @@ const SLOT: usize = core::mem::size_of::<usize>();
 ///
 /// # Safety
 /// `fp` must be the entry of a function compiled by the emission stage.
-unsafe fn arg_count(fp: usize) -> usize {
+pub unsafe fn arg_count(fp: usize) -> usize {
     // SAFETY: the emission stage places a 4-byte argument size right before every C--
     // function's entry (in `.text`, readable); the caller guarantees `fp` is such an entry.
     let bytes = unsafe { core::ptr::read_unaligned((fp - 4) as *const u32) } as usize;

@@ -711,7 +711,7 @@ impl Mechanism for Lookahead {
 /// A green thread's call into the thread library (see the module docs): through
 /// [`LIBCALL_STUB`] with the function in the scratch register; the (at most three) word
 /// arguments stay where the C ABI put them.
-fn green_libcall(c: &CallSite, out: &mut String) {
+pub(super) fn green_libcall(c: &CallSite, out: &mut String) {
     let r = regs_of(c.target);
     match c.target {
         Target::X86_64 => {
@@ -727,7 +727,7 @@ fn green_libcall(c: &CallSite, out: &mut String) {
 /// A call of `sthread_exit` from a word-aligned frame: the stack pointer is aligned for the
 /// C ABI first (the call never returns, so nothing restores it); the i686 argument is pushed
 /// again below the alignment.
-fn exit_aligned(c: &CallSite, out: &mut String) {
+pub(super) fn exit_aligned(c: &CallSite, out: &mut String) {
     match c.target {
         Target::X86_64 => {
             let _ = writeln!(out, "\tand rsp, -16\t# sthread_exit: the C ABI's alignment");

@@ -56,10 +56,29 @@
 //! ([`super::ccall`]): a thread's MTSS stack holds C-- frames only, so its size is what its C--
 //! code needs, and C code, which has no checks, never runs on another thread's page.
 //!
+//! Under `--threads green` the thread library's calls (`sthread_*` but `sthread_exit`) go
+//! through the library stub of green threads instead (`stackrt_lookahead_libcall`, see
+//! [`super::lookahead`], "C calls of green threads"): the call runs on the worker's handler
+//! stack, and a switch the library makes saves the thread's context on its own stack below the
+//! stub's words ([`callgraph::libcall_budget`] bytes, which the entry check counts as the
+//! call's pushes). `sthread_exit`, which switches away for good, is called on the thread's
+//! stack with [`callgraph::THREAD_EXIT_BUDGET`] bytes counted.
+//!
+//! # The lending margin
+//!
+//! A thread's stack lends pages only below its *floor*, the lowest address it may still use.
+//! A thread parked in a thread-library call, or running on pages, stops at a stack pointer
+//! `s`; when it goes on, the functions it returns to may push up to their own `P` bytes (and
+//! the check's slack) below the stack pointer they had, which can lie below `s`. So the
+//! runtime puts the floor [`MARGIN_SYMBOL`] bytes below `s`: the largest `P + 16` of the
+//! program (each function's pushes were counted by its own entry check, against the limit of
+//! the moment, not against pages lent later).
+//!
 //! # Frames
 //!
 //! Nothing that needs the C ABI's 16-byte alignment runs on an MTSS stack, so frames are
-//! aligned to a word only, as under green `lookahead`.
+//! aligned to a word only, as under green `lookahead`. The exception is `sthread_exit` under
+//! green threads, called on the thread's stack: it aligns the stack pointer first.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -68,6 +87,7 @@ use std::fmt::Write;
 use regalloc2::PReg;
 
 use super::{sub_sp, CallSite, CalleeCleanup, FrameInfo, Mechanism};
+use crate::callgraph;
 use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::LoweredProgram;
 
@@ -91,6 +111,10 @@ pub const CHECK_SLACK: u32 = 16;
 /// Bytes of the thread's stack a C call uses below the arguments it pushed: the trampoline's
 /// words ([`super::ccall::CCALL_STACK`]).
 const C_CALL_WORDS: u32 = super::ccall::CCALL_STACK;
+
+/// The program's lending margin (module docs, "The lending margin"), a `u32` in bytes.
+/// Mirrors `stackrt::base::abi::MTSS_MARGIN_SYMBOL`.
+pub const MARGIN_SYMBOL: &str = "__cmm_mtss_margin";
 
 /// Checks that a page size (`--chunk-size` under `mtss`) is one the runtime accepts: a power
 /// of two from 16 bytes to 64 KiB (the paper measured 32 to 512).
@@ -147,6 +171,8 @@ impl Mechanism for MtssBase {
 struct Mtss {
     /// Per function symbol: `S + P + CHECK_SLACK` (None in the first pass).
     room: Option<HashMap<String, u32>>,
+    /// The program runs green threads: the thread library's calls go through the library stub.
+    green: bool,
     state: RefCell<State>,
 }
 
@@ -210,9 +236,19 @@ impl Mechanism for Mtss {
         MtssBase.call_suffix(c, out);
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
-        // An x87 result is stored through 8 bytes of the stack after the call (i686).
-        self.note_pushes(c.arg_bytes.max(8) + C_CALL_WORDS);
-        MtssBase.extern_call(c, out);
+        let library = c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX);
+        if self.green && c.callee == callgraph::THREAD_EXIT {
+            // Never returns: its pushes are its budget on the thread's stack.
+            self.note_pushes(c.arg_bytes + callgraph::THREAD_EXIT_BUDGET + 16);
+            super::lookahead::exit_aligned(c, out);
+        } else if self.green && library {
+            self.note_pushes(c.arg_bytes + callgraph::libcall_budget(c.target.slot()));
+            super::lookahead::green_libcall(c, out);
+        } else {
+            // An x87 result is stored through 8 bytes of the stack after the call (i686).
+            self.note_pushes(c.arg_bytes.max(8) + C_CALL_WORDS);
+            MtssBase.extern_call(c, out);
+        }
     }
 }
 
@@ -252,12 +288,15 @@ pub fn emit_program(
         function: None,
         message,
     })?;
+    let green = crate::lower::is_green_threads(p);
     let first = Mtss {
         room: None,
+        green,
         state: RefCell::new(State::default()),
     };
     crate::emit::print_all(p, opts.target, &first)?;
     let st = first.state.into_inner();
+    let margin = lending_margin(st.frames.values().map(|&(_, pushes)| pushes));
     let room = st
         .frames
         .into_iter()
@@ -265,14 +304,22 @@ pub fn emit_program(
         .collect();
     let mech = Mtss {
         room: Some(room),
+        green,
         state: RefCell::new(State::default()),
     };
     let printed = crate::emit::print_all(p, opts.target, &mech)?;
-    Ok(crate::emit::assemble_printed(
-        p,
-        opts,
-        &mech,
-        &printed,
-        Some((page_size, "page size")),
-    ))
+    let mut out =
+        crate::emit::assemble_printed(p, opts, &mech, &printed, Some((page_size, "page size")));
+    let _ = writeln!(
+        out,
+        "\t.section .rodata\n\t.globl {MARGIN_SYMBOL}\n\t.p2align 2\n\t.type {MARGIN_SYMBOL}, \
+         @object\n\t.size {MARGIN_SYMBOL}, 4\n{MARGIN_SYMBOL}:\n\t.long {margin}"
+    );
+    Ok(out)
+}
+
+/// The lending margin (module docs) from every function's largest pushes `P`: the largest
+/// `P + CHECK_SLACK`, in whole words.
+fn lending_margin(pushes: impl Iterator<Item = u32>) -> u32 {
+    pushes.max().unwrap_or(0) + CHECK_SLACK
 }

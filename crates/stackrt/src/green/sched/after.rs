@@ -50,6 +50,12 @@ impl Sched {
                 }
             }
             After::Park(lock) => {
+                if self.mtss {
+                    // Before wakers can see it (`crate::mech::mtss::green`, the protocol).
+                    // SAFETY: the thread is switched out, its context saved at its SP; no
+                    // waker can see it until the unlock below.
+                    unsafe { crate::mech::mtss::green::parked(gr.mtss(), *gr.sp.get()) };
+                }
                 // SAFETY: the lock the thread held when it parked (`switch_out`'s contract);
                 // releasing it lets wakers see the thread, whose context is saved now.
                 unsafe { (*lock).unlock() }
@@ -82,6 +88,8 @@ impl Sched {
             }
             // SAFETY: the worker's own cache.
             GreenStack::Fixed(stack) => self.fixed.give(unsafe { &mut *w.fixed.get() }, stack),
+            // SAFETY: the record `prepare` made; the thread ended and switched away for good.
+            GreenStack::Mtss => unsafe { crate::mech::mtss::green::retire(g.mtss()) },
             GreenStack::Native(_) | GreenStack::None | GreenStack::Requested(_) => {}
         }
         g.join.lock();

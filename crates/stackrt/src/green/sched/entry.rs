@@ -49,6 +49,16 @@ fn run_body(g: &Green) -> usize {
     let s = sched();
     // SAFETY: the thread's own record; nothing writes its result before it ends.
     let arg = unsafe { *g.arg_or_result.get() };
+    if s.mtss {
+        // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry compiled
+        // with `mtss`.
+        let nargs = unsafe { crate::mech::arg_count(g.fp) };
+        if nargs > 2 {
+            fail(TOO_MANY_PARAMETERS);
+        }
+        // SAFETY: as above; `prepare` made the record whose stack this code runs on.
+        return unsafe { crate::mech::mtss::green::enter(g.mtss(), g.fp, arg, 0, nargs) };
+    }
     if crate::base::abi::is_emitted_abi(s.abi) {
         // SAFETY: `sthread_create`'s caller guarantees `fp` is a C-- thread entry of this
         // program, compiled with its convention.

@@ -40,8 +40,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{
-    fail, handler_stacks::handler_stack, preempt, worker_os_thread, GreenPtr, Sched, Worker,
-    WORKER_OS_STACK,
+    fail, handler_stacks::handler_stack, preempt, worker_thread::worker_os_thread, GreenPtr, Sched,
+    Worker, WORKER_OS_STACK,
 };
 
 /// The monitor's longest poll interval, while no worker was handed off for a while.
@@ -246,12 +246,12 @@ impl Sched {
         let i = started;
         // The handler stack first: a spare that cannot have one (i686's address space is
         // full) is not started, as one the system refuses an OS thread.
-        let handler = if self.chunked {
+        let handler = if self.handler_stacks {
             handler_stack().ok()
         } else {
             None
         };
-        let spawned = if self.chunked && handler.is_none() {
+        let spawned = if self.handler_stacks && handler.is_none() {
             None
         } else {
             std::thread::Builder::new()

@@ -1,5 +1,5 @@
-//! The mechanism's part of a green thread's record: its chunk chain (chunked mechanisms) or
-//! its part of the heap state (heap mechanisms). A program uses one mechanism, so the two
+//! The mechanism's part of a green thread's record: its chunk chain (chunked mechanisms), its
+//! part of the heap state (heap mechanisms) or its `mtss` record. A program uses one mechanism, so the two
 //! share their bytes: the record is part of every thread's memory (a million parked threads
 //! hold a million records), and the chain alone is 40 bytes on x86-64.
 
@@ -7,11 +7,14 @@ use core::mem::ManuallyDrop;
 
 use crate::chunk::state::ChainState;
 use crate::mech::heap::HeapThreadState;
+use crate::mech::mtss::MtssThread;
 
-/// A chain or a heap state; which one is fixed for the process ([`MechState::new`]).
+/// A chain, a heap state or an `mtss` record; which one is fixed for the process
+/// ([`MechState::new`], [`super::Green::set_mtss`]).
 pub union MechState {
     chain: ManuallyDrop<ChainState>,
     heap: HeapThreadState,
+    mtss: *mut MtssThread,
 }
 
 impl MechState {
@@ -45,6 +48,20 @@ impl MechState {
 }
 
 impl super::Green {
+    /// The thread's `mtss` record (`mtss` only, once [`Self::set_mtss`] wrote it; null before
+    /// the thread entered C-- code).
+    pub(super) fn mtss(&self) -> *mut MtssThread {
+        // SAFETY: under `mtss` the field was written by `set_mtss` when the record was made.
+        unsafe { (*self.mech.get()).mtss }
+    }
+
+    /// Sets the thread's `mtss` record (`mtss` only; the record is the worker's to write: the
+    /// thread is being made, prepared, or runs on it).
+    pub(super) fn set_mtss(&self, rec: *mut MtssThread) {
+        // SAFETY: a plain write of a `Copy` field; the state is unused under `mtss`.
+        unsafe { (*self.mech.get()).mtss = rec };
+    }
+
     /// The thread's chain (chunked mechanisms only).
     pub(super) fn chain(&self) -> *mut ChainState {
         MechState::chain(self.mech.get())

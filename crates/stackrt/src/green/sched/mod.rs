@@ -42,10 +42,12 @@ mod handoff;
 mod idle;
 pub mod libcall;
 mod mech_state;
+mod mtss;
 mod pinned;
 pub mod polls;
 mod prepare;
 mod stats;
+mod worker_thread;
 
 pub use polls::poll_point;
 pub use stats::GreenStats;
@@ -101,6 +103,8 @@ enum GreenStack {
     Block(usize, usize),
     /// A guarded fixed stack.
     Fixed(Stack),
+    /// A native stack of the `mtss` region (its record is the thread's, [`Green::mtss`]).
+    Mtss,
     /// The main OS thread's own stack (the program's `main`): its bounds as recorded for the
     /// crash reports, (0, 0) if unknown.
     Native((usize, usize)),
@@ -217,6 +221,12 @@ pub struct Sched {
     /// A thread's stack block holds its first chunk (`lookahead`; the MMU mechanisms' first
     /// chunk needs a guard page below it, so the chunk runtime provides it).
     first_chunk_in_block: bool,
+    /// `mtss`: threads run on native stacks of the region, and lend while parked
+    /// (`crate::mech::mtss::green`).
+    mtss: bool,
+    /// Workers have handler stacks of their own, where C calls, the library stub's calls and
+    /// the mechanism's handlers run (the chunked mechanisms and `mtss`).
+    handler_stacks: bool,
     queues: RunQueues<GreenPtr>,
     /// `n_workers` workers and `spares` spare slots ([`handoff`]).
     workers: Box<[Worker]>,
@@ -331,6 +341,11 @@ pub fn start(abi: u32) -> &'static Green {
     if heap {
         crate::mech::heap::set_worker_mode();
     }
+    let mtss = abi == crate::base::abi::ABI_MTSS;
+    if mtss {
+        mtss::set_hooks();
+    }
+    let handler_stacks = chunked || mtss;
     if lookahead && det.is_none() {
         // Not in the deterministic mode: its decisions are the checkpoints that enter the
         // runtime, and a recursion that learned sizes let fit in its block would make none.
@@ -361,12 +376,14 @@ pub fn start(abi: u32) -> &'static Green {
     let top = sched_stack.top();
     workers[0]._sched_stack = Some(sched_stack);
     // SAFETY: the top of worker 0's fresh scheduler stack, used by nothing else.
-    *workers[0].sched_sp.get_mut() = unsafe { context::init(top, worker0_entry, 0) };
+    *workers[0].sched_sp.get_mut() = unsafe { context::init(top, worker_thread::worker0_entry, 0) };
     let s = Sched {
         abi,
         chunked,
         first_chunk_in_block: lookahead,
         heap,
+        mtss,
+        handler_stacks,
         queues: RunQueues::with_live(n + spares, n),
         workers,
         n_workers: n,
@@ -417,12 +434,15 @@ pub fn start(abi: u32) -> &'static Green {
         heap,
     )));
     main.started.set(true);
+    if mtss {
+        main.set_mtss(core::ptr::null_mut());
+    }
     // SAFETY: nothing else refers to the fresh record yet.
     unsafe { *main.stack.get() = GreenStack::Native(crate::signals::fixed_stack()) };
     if heap {
         crate::mech::heap::enter_worker();
     }
-    if chunked {
+    if handler_stacks {
         handler_stacks::give_handler_stack();
     }
     let w0 = &s.workers[0];
@@ -436,7 +456,7 @@ pub fn start(abi: u32) -> &'static Green {
         let spawned = std::thread::Builder::new()
             .name(format!("stackrt-worker-{i}"))
             .stack_size(WORKER_OS_STACK)
-            .spawn(move || worker_os_thread(i, None));
+            .spawn(move || worker_thread::worker_os_thread(i, None));
         if let Err(e) = spawned {
             fail(&format!(
                 "stackrt: cannot start green-thread worker {i}: {e}"
@@ -485,7 +505,10 @@ impl Green {
         let fixed = match unsafe { &*self.stack.get() } {
             GreenStack::Fixed(s) => s.usable(),
             GreenStack::Native(bounds) => *bounds,
-            GreenStack::Block(..) | GreenStack::None | GreenStack::Requested(_) => (0, 0),
+            GreenStack::Block(..)
+            | GreenStack::Mtss
+            | GreenStack::None
+            | GreenStack::Requested(_) => (0, 0),
         };
         crate::signals::set_running_green(self.handle, fixed);
         crate::race::set_current(self.race);
@@ -528,35 +551,6 @@ impl Green {
     pub fn race(&self) -> *mut crate::race::RaceThread {
         self.race
     }
-}
-
-extern "C" fn worker0_entry(_: usize) -> ! {
-    let s = sched();
-    let w = &s.workers[0];
-    // The first switch to worker 0's scheduler comes from `main`, which no `run` switched to.
-    s.after_switch(w, w.current.get());
-    s.worker_loop(w)
-}
-
-/// A worker OS thread: worker `i`, with `handler` as its handler stack if its starter mapped
-/// one (else it maps its own under the chunked mechanisms).
-fn worker_os_thread(i: usize, handler: Option<Stack>) {
-    let s = sched();
-    crate::signals::thread_setup(crate::base::abi::is_fixed_stack_abi(s.abi), false);
-    if s.chunked {
-        crate::chunk::global::set_worker();
-        match handler {
-            Some(stack) => handler_stacks::use_handler_stack(stack),
-            None => handler_stacks::give_handler_stack(),
-        }
-    }
-    if s.heap {
-        crate::mech::heap::enter_worker();
-    }
-    let w = &s.workers[i];
-    w.register_os_thread();
-    WORKER.with(|c| c.set(w));
-    s.worker_loop(w)
 }
 
 impl Sched {
@@ -641,6 +635,9 @@ impl Sched {
         }
         if !gr.started.get() {
             self.prepare(w, gr);
+        } else if self.mtss {
+            // SAFETY: a started thread's record, switched out and this worker's now.
+            unsafe { crate::mech::mtss::green::resumed(gr.mtss()) };
         }
         if self.count_stats {
             self.stats.switches.fetch_add(1, Relaxed);
@@ -785,6 +782,10 @@ fn yield_direct(s: &Sched, phase: u32) -> Switched {
         // SAFETY: as above, for their heap states.
         unsafe { crate::mech::heap::switch_thread_state(&mut *cr.heap_state(), &*nx.heap_state()) };
     }
+    if s.mtss {
+        // SAFETY: `next` started (checked above), is switched out and this worker's now.
+        unsafe { crate::mech::mtss::green::resumed(nx.mtss()) };
+    }
     if s.count_stats {
         s.stats.switches.fetch_add(1, Relaxed);
     }
@@ -830,6 +831,10 @@ pub fn create(
         race,
         s.heap,
     )));
+    if s.mtss {
+        // SAFETY: the fresh record, not shared yet.
+        unsafe { (*g).set_mtss(core::ptr::null_mut()) };
+    }
     if let Some(d) = &s.det {
         det_mode::lock(d).created(handle);
     }

@@ -15,7 +15,13 @@ impl Sched {
             GreenStack::Requested(r) => *r,
             _ => 0,
         };
-        let top = if self.chunked {
+        let top = if self.mtss {
+            let (rec, top) = crate::mech::mtss::green::carve(request.max(0) as usize, g.handle);
+            g.set_mtss(rec);
+            // SAFETY: the thread is not running; its stack slot is the worker's to set.
+            unsafe { *g.stack.get() = GreenStack::Mtss };
+            top
+        } else if self.chunked {
             // SAFETY: the entry of a C-- function of this program (`sthread_create`'s
             // contract) is preceded by its u32 stack need (the emission stage's layout).
             let need = unsafe { core::ptr::read_unaligned((g.fp - 8) as *const u32) } as usize;

@@ -78,6 +78,11 @@ global_asm!(
 //      [esp + 4 .. esp + 4 + A) = its arguments, [esp + 4 + A] = its return address.
 // Out: esp = the function's stack pointer on the pages lent to it; jumps to [esp] of the
 //      call. Clobbers eax, ecx, edx, the xmm registers and the flags (free at a C-- entry).
+//
+// Under green threads `grow` returns 0 when the thread must wait for room, as on x86-64
+// (see x86_64_mtss.rs): the green switch's frame (return address, ebp ebx esi edi) goes into
+// the record's save area (end at `SAVE_END_OFFSET` = 60), the TLS words are lib_save (+12),
+// lib_load (+16) and resumed (+20), and the retry words are 16, 20, 24 of the record.
 global_asm!(
     ".text",
     ".globl stackrt_mtss_overflow",
@@ -94,11 +99,36 @@ global_asm!(
     "push %ecx",
     "push %ebp",
     "call {grow}",
+    "test %eax, %eax",
+    "jz .Lmt_wait32",
     "mov %gs:stackrt_chunk_tls@ntpoff, %ecx",
     "mov -16(%ecx), %ecx",
     "mov (%ecx), %ecx",
     "mov %eax, %esp",
     "jmp *%ecx",
+    ".Lmt_wait32:",
+    "lea 60(%ebp), %esp",
+    "call .Lmt_save32",
+    "movl $1, %gs:stackrt_chunk_tls@ntpoff+20",
+    "mov 16(%ebp), %esp",
+    "mov 20(%ebp), %ecx",
+    "mov 24(%ebp), %edx",
+    "jmp stackrt_mtss_overflow",
+    ".Lmt_save32:",
+    "push %ebp",
+    "push %ebx",
+    "push %esi",
+    "push %edi",
+    "mov %gs:stackrt_chunk_tls@ntpoff+12, %ecx",
+    "mov %gs:stackrt_chunk_tls@ntpoff+16, %edx",
+    "movl $0, %gs:stackrt_chunk_tls@ntpoff+12",
+    "mov %esp, (%ecx)",
+    "mov %edx, %esp",
+    "pop %edi",
+    "pop %esi",
+    "pop %ebx",
+    "pop %ebp",
+    "ret",
     ".size stackrt_mtss_overflow, .-stackrt_mtss_overflow",
     grow = sym crate::mech::mtss::stackrt_mtss_grow,
     options(att_syntax)

@@ -91,6 +91,15 @@ global_asm!(
 //      address copied there, the latter replaced by stackrt_mtss_return); jumps to [rsp] of
 //      the call. Clobbers the registers a C-- function's entry has free: rax, rcx, rdx, rsi,
 //      rdi, r8-r11, xmm0-15 and the flags (C-- passes nothing in registers).
+//
+// Under green threads `grow` returns 0 when the thread must wait for room
+// (`crate::mech::mtss::green`, "Waiting for room"): it wrote the retry words of the record
+// (4-6: the stack pointer at this call, r11d, r10d) and left a switch in the TLS words
+// lib_save (+24) and lib_load (+32), as the thread library's stub gets it. The thread's stack
+// has no room for its context, so the green switch's frame (return address, rbp rbx r12-r15)
+// is pushed into the record's save area (words 7-14, `SAVE_END_OFFSET` = 120 its end) and
+// the saved stack pointer points there. Resumed, it sets the TLS word `resumed` (+40, for
+// `grow` to complete the switch) and calls this handler again as the entry check did.
 global_asm!(
     ".text",
     ".globl stackrt_mtss_overflow",
@@ -105,11 +114,40 @@ global_asm!(
     "mov %r10d, %ecx",
     "lea -16(%rax), %rsp",
     "call {grow}",
+    "test %rax, %rax",
+    "jz .Lmt_wait64",
     "mov %fs:stackrt_chunk_tls@tpoff, %r11",
     "mov -16(%r11), %r11",
     "mov (%r11), %r11",
     "mov %rax, %rsp",
     "jmp *%r11",
+    ".Lmt_wait64:",
+    "lea 120(%rbp), %rsp",
+    "call .Lmt_save64",
+    "movq $1, %fs:stackrt_chunk_tls@tpoff+40",
+    "mov 32(%rbp), %rsp",
+    "mov 40(%rbp), %r11",
+    "mov 48(%rbp), %r10",
+    "jmp stackrt_mtss_overflow",
+    ".Lmt_save64:",
+    "push %rbp",
+    "push %rbx",
+    "push %r12",
+    "push %r13",
+    "push %r14",
+    "push %r15",
+    "mov %fs:stackrt_chunk_tls@tpoff+24, %rdi",
+    "mov %fs:stackrt_chunk_tls@tpoff+32, %rsi",
+    "movq $0, %fs:stackrt_chunk_tls@tpoff+24",
+    "mov %rsp, (%rdi)",
+    "mov %rsi, %rsp",
+    "pop %r15",
+    "pop %r14",
+    "pop %r13",
+    "pop %r12",
+    "pop %rbx",
+    "pop %rbp",
+    "ret",
     ".size stackrt_mtss_overflow, .-stackrt_mtss_overflow",
     grow = sym crate::mech::mtss::stackrt_mtss_grow,
     options(att_syntax)

@@ -24,12 +24,19 @@
 //! # Who may lend (the protocol that keeps a donor out of pages it gave away)
 //! A thread lends pages of its native stack only while it cannot grow into them:
 //! * while it is parked in the thread library (`sthread_join`, a contended
-//!   `sthread_mutex_lock`): [`park`] publishes its stack pointer at the call as its *floor*
-//!   under the space's lock, and [`unpark`] withdraws it under the same lock before the thread
-//!   returns to C-- code, whose next entry check then reads the limit a lender raised;
+//!   `sthread_mutex_lock`): [`park`] publishes its *floor* under the space's lock, and
+//!   [`unpark`] withdraws it under the same lock before the thread returns to C-- code, whose
+//!   next entry check then reads the limit a lender raised;
 //! * while it runs on pages of other threads: its native stack below the point where it left
 //!   is untouched until its stack returns there, which [`stackrt_mtss_shrink`] does under the
 //!   lock;
+//! * under green threads, while it is parked (switched out to wait: [`green`]).
+//!
+//! The floor is the stack pointer where the thread stopped less the program's *lending
+//! margin* (`__cmm_mtss_margin`, the compiler's largest pushes of a function plus the check's
+//! slack): when the thread goes on, the functions it returns to may push that far below the
+//! stack pointer they had, which their entry checks allowed against the limit of the moment,
+//! not against pages lent while the thread waited.
 //! * after it ended (its stack is retired: all of it may be lent, until a new thread's stack
 //!   needs its space and nothing is lent from it any more; `space`'s module docs).
 //!
@@ -49,6 +56,7 @@
 //! When no thread has room for an overflow, the program stops with one line naming the thread
 //! and the bytes it needed (status 70).
 
+pub mod green;
 pub mod space;
 
 use core::cell::Cell;
@@ -93,6 +101,17 @@ pub struct MtssThread {
     /// Words 2 and 3: where the return stub goes on, written by [`stackrt_mtss_shrink`].
     ret_to: usize,
     ret_sp: usize,
+    /// Words 4-6: an overflow waiting for room under green threads ([`green`]): the stack
+    /// pointer at the overflow handler's call, the room and the argument bytes it was called
+    /// with, for its retry.
+    retry_sp: usize,
+    retry_room: usize,
+    retry_args: usize,
+    /// Words 7-14: that waiting thread's context, in the green switch's format (its stack has
+    /// no room for it), the saved stack pointer pointing into it.
+    save: [usize; 8],
+    /// The thread waits for room ([`green`]) and does not count as active meanwhile.
+    waiting: bool,
     /// The native stack's name in the space.
     id: StackId,
     /// The thread's `sthread_*` handle (0: `main`), for messages.
@@ -101,6 +120,11 @@ pub struct MtssThread {
     frames: Vec<PageFrame>,
     /// The record this OS thread ran before this one was entered (a C callback's nesting).
     outer: *mut MtssThread,
+    /// A green thread's record ([`green`]): its stack is retired by the scheduler once the
+    /// thread switched away for good, not by the entry trampoline.
+    green: bool,
+    /// Under green threads: the thread is parked and its floor published ([`green`]).
+    floor_published: AtomicBool,
 }
 
 /// Bytes below a function's arguments that the overflow stub uses on the native stack (its
@@ -111,7 +135,16 @@ const STUB_WORDS: usize = 16;
 pub const TOP_OFFSET: usize = P;
 pub const RET_TO_OFFSET: usize = 2 * P;
 pub const RET_SP_OFFSET: usize = 3 * P;
+pub const RETRY_SP_OFFSET: usize = 4 * P;
+pub const RETRY_ROOM_OFFSET: usize = 5 * P;
+pub const RETRY_ARGS_OFFSET: usize = 6 * P;
+/// One past the save area: the waiting thread's switch frame is pushed below it.
+pub const SAVE_END_OFFSET: usize = 15 * P;
 const _: () = {
+    assert!(core::mem::offset_of!(MtssThread, retry_sp) == RETRY_SP_OFFSET);
+    assert!(core::mem::offset_of!(MtssThread, retry_room) == RETRY_ROOM_OFFSET);
+    assert!(core::mem::offset_of!(MtssThread, retry_args) == RETRY_ARGS_OFFSET);
+    assert!(core::mem::offset_of!(MtssThread, save) + 8 * P == SAVE_END_OFFSET);
     assert!(core::mem::offset_of!(MtssThread, limit) == 0);
     assert!(core::mem::offset_of!(MtssThread, top) == TOP_OFFSET);
     assert!(core::mem::offset_of!(MtssThread, ret_to) == RET_TO_OFFSET);
@@ -136,6 +169,8 @@ struct Shared {
     space: Space,
     owners: Vec<Option<Owner>>,
     page: usize,
+    /// The program's lending margin (`__cmm_mtss_margin`; module docs, "Who may lend").
+    margin: usize,
     region: (usize, usize),
     /// Threads that may still give pages back or become donors: entered, not parked in the
     /// thread library and not waiting for room ([`stackrt_mtss_grow`]).
@@ -249,6 +284,7 @@ fn reserve_region() -> Shared {
         space,
         owners: Vec::new(),
         page,
+        margin: crate::base::program::program_mtss_margin(),
         region: (base, len),
         active: 0,
     }
@@ -326,6 +362,9 @@ pub unsafe fn enter(fp: usize, a0: usize, a1: usize, nargs: usize) -> usize {
 /// thread's native stack and returns its record.
 #[no_mangle]
 pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThread {
+    if let Some(rec) = green::take_entry(handler_top) {
+        return rec;
+    }
     crate::chunk::handler::entered(handler_top);
     let (request, handle) = REQUEST.with(|r| r.replace((0, -1)));
     let size = if request > 0 {
@@ -352,10 +391,17 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
         top: carved.high,
         ret_to: 0,
         ret_sp: 0,
+        retry_sp: 0,
+        retry_room: 0,
+        retry_args: 0,
+        save: [0; 8],
+        waiting: false,
         id: carved.id,
         handle,
         frames: Vec::new(),
         outer: CURRENT.with(Cell::get),
+        green: false,
+        floor_published: AtomicBool::new(false),
     }));
     let i = carved.id.0 as usize;
     if sh.owners.len() <= i {
@@ -373,6 +419,7 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
             o.0.set(rec)
         }
     });
+    green::entered(rec);
     rec
 }
 
@@ -383,6 +430,12 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
 /// `rec` is the record [`stackrt_mtss_thread_enter`] returned on this OS thread.
 #[no_mangle]
 pub unsafe extern "C" fn stackrt_mtss_thread_exit(rec: *mut MtssThread) {
+    // SAFETY: the caller's guarantee: a live record.
+    if unsafe { (*rec).green } {
+        // Its stack is still in use (the green thread's end runs on it): the scheduler
+        // retires it ([`green::retire`]).
+        return;
+    }
     OWNED.with(|o| {
         if o.0.get() == rec {
             o.0.set(core::ptr::null_mut())
@@ -472,7 +525,9 @@ fn no_room(sh: MutexGuard<'static, Shared>, handle: i32, bytes: usize) -> ! {
 /// The overflow handler's Rust half, on the handler stack: the function whose entry check
 /// failed has its `args` bytes of arguments at `sp` and its return address above them, and
 /// needs `room` bytes below them. Returns its new stack pointer, on pages lent by another
-/// thread (module docs).
+/// thread (module docs), or 0 under green threads when the thread must wait for room: the
+/// scheduler left a switch for the handler to make, and the handler calls again when the
+/// thread is resumed ([`green`]).
 ///
 /// # Safety
 /// Called only by `stackrt_mtss_overflow` with the running thread's record.
@@ -488,13 +543,47 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
     let r = unsafe { &mut *rec };
     let copy = args + P;
     let bytes = room + copy;
-    // The lowest word of the native stack in use until the stub has jumped to the pages: the
-    // stub's own return address, just below the function's arguments.
-    let floor = sp - STUB_WORDS;
+    if green::on() && crate::chunk::handler::take_resumed() {
+        // A retry after a wait for room (below): the switch that resumed the thread is done.
+        green::resume_hook();
+    }
     let mut sh = lock();
+    // The lowest word of the native stack in use until the stub has jumped to the pages is the
+    // stub's own return address, just below the function's arguments; once the function
+    // returns, its callers may push down to the lending margin below them (module docs).
+    let floor = sp.saturating_sub(STUB_WORDS.max(sh.margin));
+    if r.waiting {
+        r.waiting = false;
+        sh.active += 1;
+        if r.frames.is_empty() {
+            let _ = sh.space.set_floor(r.id, None);
+        }
+    }
     let grant = loop {
         match sh.space.lend(r.id, bytes) {
             Ok(g) => break g,
+            // A green worker cannot block: the thread yields, lending its own free native
+            // stack meanwhile, and the overflow handler calls again when it is resumed.
+            Err(_) if sh.active > 1 && green::on() => {
+                sh.active -= 1;
+                if r.frames.is_empty() {
+                    let _ = sh.space.set_floor(r.id, Some(floor));
+                }
+                r.waiting = true;
+                (r.retry_sp, r.retry_room, r.retry_args) = (sp - P, room, args);
+                drop(sh);
+                if green::wait_hook() {
+                    return 0;
+                }
+                // It could not switch (inside a C callback): no wait after all.
+                sh = lock();
+                r.waiting = false;
+                sh.active += 1;
+                if r.frames.is_empty() {
+                    let _ = sh.space.set_floor(r.id, None);
+                }
+                no_room(sh, r.handle, bytes)
+            }
             // Some other thread may still park, end or give pages back: wait for it, lending
             // this thread's own free native stack meanwhile if it runs there.
             Err(_) if sh.active > 1 => {
@@ -583,7 +672,8 @@ pub unsafe extern "C" fn stackrt_mtss_shrink(rec: *mut MtssThread) {
 /// Returns what it did, for [`unpark`].
 pub fn park() -> Parked {
     let rec = CURRENT.with(Cell::get);
-    if rec.is_null() {
+    // Green threads lend when the scheduler parks them ([`green`]), not here.
+    if rec.is_null() || green::on() {
         return Parked::No;
     }
     // SAFETY: this OS thread's running record.
@@ -598,7 +688,8 @@ pub fn park() -> Parked {
     }
     let sp = crate::chunk::handler::stub_caller_sp();
     let mut sh = lock();
-    let _ = sh.space.set_floor(r.id, Some(sp));
+    let floor = sp.saturating_sub(sh.margin);
+    let _ = sh.space.set_floor(r.id, Some(floor));
     sh.active -= 1;
     drop(sh);
     ROOM.notify_all();
