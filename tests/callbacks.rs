@@ -111,8 +111,8 @@ fn c_calls_c_minus_minus_back_under_every_mechanism() {
 /// tests/callbacks/wait.cm on one worker: the thread's comparator locks a mutex main holds.
 /// Where C runs on the thread's own stack (OS threads; `traditional`, `callee-cleanup` and the
 /// heap mechanisms under green threads) it waits and the sort completes (3,1,2,0 → 0123, printed
-/// as 123); where it runs on the worker's stack (`lookahead`, `mmu`, `mmu-reuse` green) the
-/// wait cannot switch: one line, exit 70, never a hang or a crash.
+/// as 123); where it runs on the worker's stack (`lookahead`, `mmu`, `mmu-reuse`, `mtss` green)
+/// the wait cannot switch: one line, exit 70, never a hang or a crash.
 #[test]
 fn a_wait_inside_a_callback_on_the_workers_stack_is_one_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -125,7 +125,7 @@ fn a_wait_inside_a_callback_on_the_workers_stack_is_one_line() {
                 cmd.env("STACKRT_WORKERS", "1");
                 let o = run_within(cmd, Duration::from_secs(60), &what);
                 let pinned =
-                    threads == "green" && ["lookahead", "mmu", "mmu-reuse"].contains(&mech);
+                    threads == "green" && ["lookahead", "mmu", "mmu-reuse", "mtss"].contains(&mech);
                 if pinned {
                     assert_eq!(o.status.code(), Some(70), "{what}");
                     assert_eq!(

@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Every mechanism the emission stage implements, on both targets.
-pub const MECHS: [&str; 7] = [
+pub const MECHS: [&str; 8] = [
     "traditional",
     "callee-cleanup",
     "heap",
@@ -17,6 +17,7 @@ pub const MECHS: [&str; 7] = [
     "lookahead",
     "mmu",
     "mmu-reuse",
+    "mtss",
 ];
 
 pub fn cmm() -> Command {
