@@ -74,13 +74,6 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
                 .map_err(|e| DriverError::unsupported(format!("--chunk-size: {e}")))?;
         }
     }
-    if opts.mech == Mech::Mtss && opts.race {
-        return Err(DriverError::unsupported(
-            "--race is not available with --mech mtss yet (the detector's entries run on the \
-             thread's stack, which under mtss holds C-- frames only)"
-                .to_string(),
-        ));
-    }
     match opts.backend {
         Backend::Emit if emit_mech(opts.mech, opts.chunk_size, opts.target).is_none() => {
             Err(DriverError::unsupported(format!(

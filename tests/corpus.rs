@@ -118,6 +118,8 @@ const CONFIGS: &[Config] = &[
     Config { backend: "emit", mech: "mmu-reuse", target: "x86_64", chunk_size: None, green: true, sched: None, race: true },
     Config { backend: "emit", mech: "heap", target: "x86_64", chunk_size: None, green: true, sched: None, race: true },
     Config { backend: "emit", mech: "heap-malloc", target: "i686", chunk_size: None, green: false, sched: None, race: true },
+    Config { backend: "emit", mech: "mtss", target: "x86_64", chunk_size: None, green: true, sched: None, race: true },
+    Config { backend: "emit", mech: "mtss", target: "i686", chunk_size: None, green: false, sched: None, race: true },
 ];
 
 /// Programs run with this many compile-and-run jobs at a time.

@@ -193,15 +193,14 @@ fn no_room_anywhere_is_one_line_and_status_70() {
     }
 }
 
-/// `mtss` takes a page size that is a power of two from 16 to 65536 bytes, and not `--race`:
-/// each refusal is one line, the usage status 2.
+/// `mtss` takes a page size that is a power of two from 16 to 65536 bytes: each refusal is
+/// one line, the usage status 2.
 #[test]
 fn options_mtss_does_not_take_are_refused() {
     let src = root().join("tests/mtss/small_stacks.cm");
     for (extra, want) in [
         (&["--chunk-size", "100"][..], "must be a power of two"),
         (&["--chunk-size", "8"][..], "must be a power of two"),
-        (&["--race"][..], "--race is not available with --mech mtss"),
     ] {
         let o = cmm()
             .arg("compile")

@@ -238,7 +238,11 @@ fn losing_seeds(exe: &std::path::Path, sched: impl Fn(u32) -> String) -> Vec<u32
 fn memory_level_decisions_find_a_lost_update_without_any_yield() {
     let dir = tempfile::tempdir().unwrap();
     let src = root().join("tests/race/lost_update.cm");
-    for (mech, target) in [("lookahead", "x86_64"), ("traditional", "i686")] {
+    for (mech, target) in [
+        ("lookahead", "x86_64"),
+        ("traditional", "i686"),
+        ("mtss", "i686"),
+    ] {
         let args = ["--mech", mech, "--target", target, "--threads", "green"];
         let plain = compile(&src, dir.path(), &format!("plain-{mech}"), &args);
         let mut race_args = args.to_vec();
@@ -335,7 +339,11 @@ fn relaxed_runs_on(
 fn a_lost_update_found_by_a_seed_reproduces_under_strict_and_relaxed_replay() {
     let dir = tempfile::tempdir().unwrap();
     let src = root().join("tests/race/lost_update.cm");
-    for (mech, target) in [("lookahead", "x86_64"), ("traditional", "i686")] {
+    for (mech, target) in [
+        ("lookahead", "x86_64"),
+        ("traditional", "i686"),
+        ("mtss", "x86_64"),
+    ] {
         let base = ["--race", "--mech", mech, "--target", target, "--threads"];
         let mut args = base.to_vec();
         args.push("green");

@@ -64,6 +64,12 @@
 //! call's pushes). `sthread_exit`, which switches away for good, is called on the thread's
 //! stack with [`callgraph::THREAD_EXIT_BUDGET`] bytes counted.
 //!
+//! Under `--race` the detector's entries (`__stackrt_race_*`) are called on the thread's own
+//! stack, as under every mechanism (the deterministic scheduler's decisions and relaxed
+//! replay's waits switch green threads inside them, which the C-call trampoline cannot), with
+//! the C extern budget ([`callgraph::DEFAULT_EXTERN_BUDGET_64`]) counted as their pushes and
+//! frames aligned to 16 bytes for them.
+//!
 //! # The lending margin
 //!
 //! A thread's stack lends pages only below its *floor*, the lowest address it may still use.
@@ -173,6 +179,8 @@ struct Mtss {
     room: Option<HashMap<String, u32>>,
     /// The program runs green threads: the thread library's calls go through the library stub.
     green: bool,
+    /// `--race`: the detector's entries are called on the thread's stack (module docs).
+    race: bool,
     state: RefCell<State>,
 }
 
@@ -209,7 +217,12 @@ impl Mechanism for Mtss {
         MtssBase.entry_arg_offset(target)
     }
     fn frame_align(&self, target: Target) -> u32 {
-        MtssBase.frame_align(target)
+        if self.race {
+            // The detector's entries are C functions called on the thread's stack.
+            CalleeCleanup.frame_align(target)
+        } else {
+            MtssBase.frame_align(target)
+        }
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
         {
@@ -237,7 +250,13 @@ impl Mechanism for Mtss {
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
         let library = c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX);
-        if self.green && c.callee == callgraph::THREAD_EXIT {
+        if c.callee.starts_with(crate::race::ENTRY_PREFIX) {
+            // On the thread's stack, with the C extern budget: the deterministic scheduler's
+            // decisions and relaxed replay's waits switch green threads inside them.
+            let budget = callgraph::default_extern_budget(c.target.slot());
+            self.note_pushes(c.arg_bytes + budget + 16);
+            let _ = writeln!(out, "\tcall {}", c.callee);
+        } else if self.green && c.callee == callgraph::THREAD_EXIT {
             // Never returns: its pushes are its budget on the thread's stack.
             self.note_pushes(c.arg_bytes + callgraph::THREAD_EXIT_BUDGET + 16);
             super::lookahead::exit_aligned(c, out);
@@ -289,9 +308,14 @@ pub fn emit_program(
         message,
     })?;
     let green = crate::lower::is_green_threads(p);
+    let race = p
+        .externs
+        .iter()
+        .any(|e| e.name.starts_with(crate::race::ENTRY_PREFIX));
     let first = Mtss {
         room: None,
         green,
+        race,
         state: RefCell::new(State::default()),
     };
     crate::emit::print_all(p, opts.target, &first)?;
@@ -305,6 +329,7 @@ pub fn emit_program(
     let mech = Mtss {
         room: Some(room),
         green,
+        race,
         state: RefCell::new(State::default()),
     };
     let printed = crate::emit::print_all(p, opts.target, &mech)?;
