@@ -49,6 +49,17 @@
 //! check at every procedure exit is made only by the first frame of a page, which is the only
 //! one that can leave it: a function that does not overflow pays nothing on return.
 //!
+//! # Functions without a check
+//!
+//! A function that can only be called by the program's own calls (not `main`, not a function
+//! whose address is taken: thread entries and C callbacks), that lies on no cycle of the call
+//! graph, and that needs at most [`UNCHECKED_NEED`] bytes below its entry (its frame, its
+//! pushes, and what its own unchecked callees need) has no entry check: every caller's check
+//! counts that need among its pushes, so the caller's check already holds the callee's stack.
+//! The paper checks every procedure; a leaf's three instructions are a large part of a small
+//! function, and its check can never fail where its caller's passed. An overflow in the
+//! caller takes pages for the callee's need too, so MSO and PRS may be a few bytes higher.
+//!
 //! # C calls
 //!
 //! Every call to a C function, the thread library's included, runs on the OS thread's handler
@@ -77,8 +88,8 @@
 //! `s`; when it goes on, the functions it returns to may push up to their own `P` bytes (and
 //! the check's slack) below the stack pointer they had, which can lie below `s`. So the
 //! runtime puts the floor [`MARGIN_SYMBOL`] bytes below `s`: the largest `P + 16` of the
-//! program (each function's pushes were counted by its own entry check, against the limit of
-//! the moment, not against pages lent later).
+//! program, `P` including what unchecked callees need (each function's pushes were counted by
+//! its own entry check, against the limit of the moment, not against pages lent later).
 //!
 //! # Frames
 //!
@@ -87,7 +98,7 @@
 //! green threads, called on the thread's stack: it aligns the stack pointer first.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use regalloc2::PReg;
@@ -175,8 +186,9 @@ impl Mechanism for MtssBase {
 /// The mechanism as [`emit_program`] prints with it: the first pass records every function's
 /// frame and largest pushes; the second prints the entry checks with their room.
 struct Mtss {
-    /// Per function symbol: `S + P + CHECK_SLACK` (None in the first pass).
-    room: Option<HashMap<String, u32>>,
+    /// Per function symbol: the room its entry check tests, or `None` for a function without
+    /// a check (module docs, "Functions without a check"); the map is absent in the first pass.
+    room: Option<HashMap<String, Option<u32>>>,
     /// The program runs green threads: the thread library's calls go through the library stub.
     green: bool,
     /// `--race`: the detector's entries are called on the thread's stack (module docs).
@@ -191,6 +203,8 @@ struct State {
     current: String,
     /// Per function symbol: its frame `S` and the most bytes one of its calls pushes.
     frames: HashMap<String, (u32, u32)>,
+    /// Per function symbol: its calls of C-- functions, callee and bytes pushed.
+    calls: HashMap<String, Vec<(String, u32)>>,
 }
 
 impl Mtss {
@@ -230,12 +244,18 @@ impl Mechanism for Mtss {
             st.current = f.symbol.to_string();
             st.frames.insert(f.symbol.to_string(), (f.frame_size, 0));
         }
-        let room = self
-            .room
-            .as_ref()
-            .and_then(|r| r.get(f.symbol).copied())
-            .unwrap_or(f.frame_size + CHECK_SLACK);
-        entry_check(f, room, out);
+        let room = match self.room.as_ref().and_then(|r| r.get(f.symbol)) {
+            Some(room) => *room,
+            None => Some(f.frame_size + CHECK_SLACK),
+        };
+        if let Some(room) = room {
+            entry_check(f, room, out);
+        } else {
+            let _ = writeln!(
+                out,
+                "\t# mtss: no check (its callers' checks hold its need)"
+            );
+        }
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
@@ -245,7 +265,16 @@ impl Mechanism for Mtss {
         MtssBase.call_prefix(c, out)
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
-        self.note_pushes(c.arg_bytes + c.target.slot());
+        let pushed = c.arg_bytes + c.target.slot();
+        self.note_pushes(pushed);
+        {
+            let mut st = self.state.borrow_mut();
+            let cur = st.current.clone();
+            st.calls
+                .entry(cur)
+                .or_default()
+                .push((c.callee.to_string(), pushed));
+        }
         MtssBase.call_suffix(c, out);
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
@@ -320,14 +349,18 @@ pub fn emit_program(
     };
     crate::emit::print_all(p, opts.target, &first)?;
     let st = first.state.into_inner();
-    let margin = lending_margin(st.frames.values().map(|&(_, pushes)| pushes));
-    let room = st
-        .frames
-        .into_iter()
-        .map(|(sym, (frame, pushes))| (sym, frame + pushes + CHECK_SLACK))
+    let taken = crate::emit::address_taken(p);
+    let entered: HashSet<&str> = p
+        .functions
+        .iter()
+        .zip(&taken)
+        .filter(|(f, &t)| t || f.name == "main")
+        .map(|(f, _)| f.symbol.as_str())
         .collect();
+    let plan = plan_checks(&st.frames, &st.calls, &entered);
+    let margin = plan.margin;
     let mech = Mtss {
-        room: Some(room),
+        room: Some(plan.room),
         green,
         race,
         state: RefCell::new(State::default()),
@@ -343,8 +376,181 @@ pub fn emit_program(
     Ok(out)
 }
 
-/// The lending margin (module docs) from every function's largest pushes `P`: the largest
-/// `P + CHECK_SLACK`, in whole words.
-fn lending_margin(pushes: impl Iterator<Item = u32>) -> u32 {
-    pushes.max().unwrap_or(0) + CHECK_SLACK
+/// The most bytes a function without a check may need below its entry (module docs,
+/// "Functions without a check"): its callers' checks test that much more.
+pub const UNCHECKED_NEED: u32 = 256;
+
+/// Which functions have entry checks and with what room, and the lending margin.
+#[derive(Debug, PartialEq)]
+struct Plan {
+    /// Per function symbol: its check's room, or `None` for no check.
+    room: HashMap<String, Option<u32>>,
+    /// The lending margin (module docs): the most any function may use below its frame.
+    margin: u32,
+}
+
+/// Plans the entry checks (module docs, "Functions without a check") from every function's
+/// frame and largest pushes (`frames`), its calls of C-- functions with their pushes
+/// (`calls`), and the functions entered from outside the program's calls (`entered`: `main`,
+/// functions whose address is taken), which always check.
+fn plan_checks(
+    frames: &HashMap<String, (u32, u32)>,
+    calls: &HashMap<String, Vec<(String, u32)>>,
+    entered: &HashSet<&str>,
+) -> Plan {
+    let mut planner = Planner {
+        frames,
+        calls,
+        entered,
+        need: HashMap::new(),
+        checked: HashSet::new(),
+        on_path: HashSet::new(),
+    };
+    let mut names: Vec<&str> = frames.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    for f in &names {
+        planner.decide(f);
+    }
+    let mut margin = 0;
+    let room = names
+        .iter()
+        .map(|&f| {
+            let extent = planner.below(f);
+            if planner.need.contains_key(f) {
+                margin = margin.max(extent);
+                (f.to_string(), None)
+            } else {
+                margin = margin.max(extent + CHECK_SLACK);
+                (f.to_string(), Some(frames[f].0 + extent + CHECK_SLACK))
+            }
+        })
+        .collect();
+    Plan { room, margin }
+}
+
+/// [`plan_checks`]'s walk of the call graph.
+struct Planner<'a> {
+    frames: &'a HashMap<String, (u32, u32)>,
+    calls: &'a HashMap<String, Vec<(String, u32)>>,
+    entered: &'a HashSet<&'a str>,
+    /// The bytes an unchecked function uses below its entry.
+    need: HashMap<&'a str, u32>,
+    /// Functions that check.
+    checked: HashSet<&'a str>,
+    /// The functions of the walk's current path.
+    on_path: HashSet<&'a str>,
+}
+
+impl<'a> Planner<'a> {
+    fn calls_of(&self, f: &str) -> &'a [(String, u32)] {
+        self.calls.get(f).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// Below `f`'s frame: the most one of its calls pushes, with what an unchecked callee
+    /// needs after it.
+    fn below(&self, f: &str) -> u32 {
+        let pushes = self.frames.get(f).map_or(0, |&(_, p)| p);
+        self.calls_of(f)
+            .iter()
+            .map(|(g, pushed)| pushed + self.need.get(g.as_str()).copied().unwrap_or(0))
+            .max()
+            .unwrap_or(0)
+            .max(pushes)
+    }
+
+    /// Decides `f` once its callees are decided (depth first; a function found on the
+    /// current path closes a cycle and checks, so every cycle has a check).
+    fn decide(&mut self, f: &'a str) {
+        if self.need.contains_key(f) || self.checked.contains(f) {
+            return;
+        }
+        if !self.on_path.insert(f) {
+            self.checked.insert(f);
+            return;
+        }
+        for (g, _) in self.calls_of(f) {
+            self.decide(g);
+        }
+        self.on_path.remove(f);
+        if self.checked.contains(f) {
+            return;
+        }
+        let Some(&(frame, _)) = self.frames.get(f) else {
+            self.checked.insert(f);
+            return;
+        };
+        let n = frame + self.below(f);
+        if self.entered.contains(f) || n > UNCHECKED_NEED {
+            self.checked.insert(f);
+        } else {
+            self.need.insert(f, n);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(frames: &[(&str, u32, u32)], calls: &[(&str, &str, u32)], entered: &[&str]) -> Plan {
+        let frames = frames
+            .iter()
+            .map(|&(f, s, p)| (f.to_string(), (s, p)))
+            .collect();
+        let mut by_caller: HashMap<String, Vec<(String, u32)>> = HashMap::new();
+        for &(f, g, pushed) in calls {
+            by_caller
+                .entry(f.to_string())
+                .or_default()
+                .push((g.to_string(), pushed));
+        }
+        plan_checks(&frames, &by_caller, &entered.iter().copied().collect())
+    }
+
+    /// Hand-computed: `main` (frame 8) calls `a` pushing 16; `a` (frame 16) calls `b` pushing
+    /// 24 and `printf` pushing 40; `b` (frame 32) is a leaf. `b` needs 32, `a` 16 + max(24 +
+    /// 32, 40) = 72, so neither checks and `main`'s room is 8 + (16 + 72) + 16 = 112. The
+    /// margin is the largest extent below a frame: `main`'s 88 + 16.
+    #[test]
+    fn unchecked_callees_are_counted_by_their_callers() {
+        let p = plan(
+            &[("main", 8, 16), ("a", 16, 40), ("b", 32, 0)],
+            &[("main", "a", 16), ("a", "b", 24)],
+            &["main"],
+        );
+        assert_eq!(p.room["b"], None);
+        assert_eq!(p.room["a"], None);
+        assert_eq!(p.room["main"], Some(112));
+        assert_eq!(p.margin, 104);
+    }
+
+    /// A cycle keeps a check on it (here `f`, the first reached); a function whose address is
+    /// taken keeps its check; a need over `UNCHECKED_NEED` keeps the check.
+    #[test]
+    fn cycles_entries_and_large_needs_keep_their_checks() {
+        let p = plan(
+            &[
+                ("main", 0, 16),
+                ("f", 8, 16),
+                ("g", 8, 16),
+                ("entry", 0, 0),
+                ("big", UNCHECKED_NEED, 8),
+            ],
+            &[
+                ("main", "f", 16),
+                ("f", "g", 16),
+                ("g", "f", 16),
+                ("main", "big", 8),
+            ],
+            &["main", "entry"],
+        );
+        // `g` calls the checked `f`: 8 + 16 = 24 below its entry, unchecked.
+        assert_eq!(p.room["g"], None);
+        // `f`, on the cycle, checks, counting `g`'s 24 after the 16 of its call.
+        assert_eq!(p.room["f"], Some(8 + 16 + 24 + 16), "on the cycle: checks");
+        assert_eq!(p.room["entry"], Some(16), "address taken");
+        assert_eq!(p.room["big"], Some(UNCHECKED_NEED + 8 + 16));
+        // `main` calls the checked `f` and `big`: its largest push, 16.
+        assert_eq!(p.room["main"], Some(16 + 16));
+    }
 }

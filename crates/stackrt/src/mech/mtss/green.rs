@@ -54,10 +54,11 @@ use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 use super::{lock, MtssThread, Owner, DEFAULT_THREAD_STACK};
 use crate::base::diag::{fail, FATAL_EXIT_STATUS};
 
-/// Bytes above a green thread's C-- stack for its entry's Rust frames (module docs): about
-/// 400 bytes measured on x86-64 (2026-11-27), with a wide margin; [`take_entry`] stops the
-/// program with one line if they ever need more.
-pub const ENTRY_ROOM: usize = 2048;
+/// Bytes above a green thread's C-- stack for its entry's Rust frames (module docs): 96 bytes
+/// on x86-64 and 128 on i686 down to the trampoline's stack pointer, measured 2026-11-27 (also
+/// under `--race` and the deterministic scheduler), with a wide margin; [`take_entry`] stops
+/// the program with one line if they ever need more.
+pub const ENTRY_ROOM: usize = 512;
 
 /// Bytes below `top` that the thread's end may use after its C-- code returned: never lent.
 pub const EXIT_ROOM: usize = 1024;
