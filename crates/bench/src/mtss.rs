@@ -410,14 +410,14 @@ fn share_reductions(plan: &SharePlan) -> Vec<String> {
 
 /// Why MSO comes out as it does here (printed under the MSO table).
 pub const LENDERS: &str = "Who lends here: `mtss` lends only the free space of threads parked in \
-sthread_join or a contended mutex (main, in these workloads), of threads running on other \
-threads' pages, and of ended threads' stacks while pages are lent from them (an ended stack \
-with nothing lent is freed at once, and is no donor after that). A running task never lends: \
-its stack pointer is not known to the others. The paper's tasks lend their free space \
-whenever they are preempted, and their stacks stay allocated after they end. So with main at \
-its need, a task that overflows can borrow only what main leaves free below its floor, and \
-MSO measures that; with main on 8 MiB, what a parked donor with room lets a task recover \
-(bounded by its largest frame, which must fit in contiguous pages).";
+sthread_join or a contended mutex (main, in these workloads), below their stack pointer less the \
+program's lending margin (the most any function pushes below its frame, plus 16 bytes), of \
+threads running on other threads' pages, and of ended threads' stacks (kept as donors until a \
+new stack needs their space). A running task never lends: its stack pointer is not known to \
+the others. The paper's tasks lend their free space whenever they are preempted. So with main \
+at its need, a task that overflows can borrow only what main leaves free below its floor and \
+what ended tasks leave, and MSO measures that; with main on 8 MiB, what a parked donor with room \
+lets a task recover (bounded by its largest frame, which must fit in contiguous pages).";
 
 #[cfg(test)]
 mod tests {

@@ -371,7 +371,7 @@ pub fn findings() -> Vec<crate::findings::Finding> {
             measure: |r, _, tg| page_trend(r, tg),
             // Strictly: an MSO that is nil at every page does not fall.
             holds: |d| d < 0.0,
-            changed_because: "with every stack at its need nothing here has free space to lend at any page: only main, parked in sthread_join, lends, and an ended thread's stack is freed at once (see mtss_share, \"Who lends here\")",
+            changed_because: "the donors here are few (main, parked in sthread_join, below its floor, and the tasks that ended), so whether a larger page still fits in what they leave depends on when the tasks end (see mtss_share, \"Who lends here\")",
         },
         Finding {
             plot: "-",

@@ -230,8 +230,7 @@ pub unsafe fn parked(rec: *mut MtssThread, sp: usize) {
         let _ = sh.space.set_floor(r.id, Some(floor));
     }
     r.floor_published.store(true, Release);
-    drop(sh);
-    super::ROOM.notify_all();
+    super::wake_waiters(&sh);
 }
 
 /// A worker is about to run the thread of `rec` again: its floor, if [`parked`] published

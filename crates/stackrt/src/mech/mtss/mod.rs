@@ -175,6 +175,9 @@ struct Shared {
     /// Threads that may still give pages back or become donors: entered, not parked in the
     /// thread library and not waiting for room ([`stackrt_mtss_grow`]).
     active: usize,
+    /// Threads blocked on [`ROOM`]: only then do changes of the space wake it (a wake-up is a
+    /// system call, and every return from pages changes the space).
+    waiters: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -287,6 +290,7 @@ fn reserve_region() -> Shared {
         margin: crate::base::program::program_mtss_margin(),
         region: (base, len),
         active: 0,
+        waiters: 0,
     }
 }
 
@@ -460,8 +464,8 @@ unsafe fn leave(rec: *mut MtssThread) {
         let _ = sh.space.retire(r.id);
         sh.owners[r.id.0 as usize] = None;
         sh.active -= 1;
+        wake_waiters(&sh);
     }
-    ROOM.notify_all();
     CURRENT.with(|c| c.set(r.outer));
     if r.outer.is_null() {
         crate::chunk::handler::exited();
@@ -478,7 +482,14 @@ fn give_back(sh: &mut Shared, g: Grant) {
     }
     LENT_NOW.fetch_sub(g.pages, Relaxed);
     sync_limit(sh, g.donor);
-    ROOM.notify_all();
+    wake_waiters(sh);
+}
+
+/// Wakes the overflows waiting for room, if any: the space changed under the lock.
+fn wake_waiters(sh: &Shared) {
+    if sh.waiters > 0 {
+        ROOM.notify_all();
+    }
 }
 
 /// Writes `id`'s limit word from the space, unless its thread runs on pages (it reads the
@@ -591,9 +602,11 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
                 if r.frames.is_empty() {
                     let _ = sh.space.set_floor(r.id, Some(floor));
                 }
+                sh.waiters += 1;
                 sh = ROOM
                     .wait(sh)
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
+                sh.waiters -= 1;
                 sh.active += 1;
                 if r.frames.is_empty() {
                     let _ = sh.space.set_floor(r.id, None);
@@ -682,8 +695,7 @@ pub fn park() -> Parked {
         // On pages: its floor is already published; it waits, though.
         let mut sh = lock();
         sh.active -= 1;
-        drop(sh);
-        ROOM.notify_all();
+        wake_waiters(&sh);
         return Parked::Waiting;
     }
     let sp = crate::chunk::handler::stub_caller_sp();
@@ -691,8 +703,7 @@ pub fn park() -> Parked {
     let floor = sp.saturating_sub(sh.margin);
     let _ = sh.space.set_floor(r.id, Some(floor));
     sh.active -= 1;
-    drop(sh);
-    ROOM.notify_all();
+    wake_waiters(&sh);
     Parked::Floor
 }
 
