@@ -41,9 +41,10 @@
 //!   needs its space and nothing is lent from it any more; `space`'s module docs).
 //!
 //! A thread running on its native stack is never a donor: its stack pointer is not known here,
-//! so a page taken below it could hold its live frames. C code never runs on an MTSS stack
-//! (every C call goes to the handler stack), so the stack pointer at a C call is the lowest
-//! address the thread uses until the call returns.
+//! so a page taken below it could hold its live frames. The thread library's code never runs
+//! on an MTSS stack (every C call goes to the handler stack; the exceptions, `--race`'s
+//! detector entries and green threads' `sthread_exit`, never park), so the stack pointer at a
+//! parking call is the lowest address the thread uses until the call returns.
 //!
 //! # Sizes
 //! A thread's native stack is what `sthread_create` asks for (rounded up to pages), or
