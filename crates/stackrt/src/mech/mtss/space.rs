@@ -134,6 +134,9 @@ struct Stack {
     area: Vec<Page>,
     /// Pages of `area` that are lent (the rest are holes).
     lent: usize,
+    /// No hole lies below this page of `area` (a hint that keeps a lend from scanning the
+    /// pages at the bottom that stay lent while a long overflow goes on).
+    first_free: usize,
 }
 
 impl Stack {
@@ -144,7 +147,8 @@ impl Stack {
         let fit = ceiling.saturating_sub(self.low) / page;
         if self.area.len() > self.lent {
             let mut run = 0;
-            for (k, p) in self.area.iter().enumerate().take(fit) {
+            let from = self.first_free.min(fit);
+            for (k, p) in self.area.iter().enumerate().take(fit).skip(from) {
                 run = if *p == Page::Free { run + 1 } else { 0 };
                 if run == n {
                     return Some(k + 1 - n);
@@ -249,6 +253,7 @@ impl Space {
             state,
             area,
             lent: 0,
+            first_free: 0,
         };
         match slot {
             Some(k) => self.stacks[k] = stack,
@@ -319,6 +324,12 @@ impl Space {
         s.area[k] = Page::Head;
         s.area[k + 1..k + n].fill(Page::Tail);
         s.lent += n;
+        if k == s.first_free {
+            s.first_free = k + n;
+            while s.area.get(s.first_free).is_some_and(|&p| p != Page::Free) {
+                s.first_free += 1;
+            }
+        }
         Ok(Grant {
             donor: StackId(i as u32),
             low: s.low + k * page,
@@ -353,9 +364,11 @@ impl Space {
         }
         s.area[k..end].fill(Page::Free);
         s.lent -= grant.pages;
+        s.first_free = s.first_free.min(k);
         while s.area.last() == Some(&Page::Free) {
             s.area.pop();
         }
+        s.first_free = s.first_free.min(s.area.len());
         Ok(())
     }
 
@@ -409,6 +422,7 @@ impl Space {
         let s = &mut self.stacks[i];
         s.state = State::Vacant;
         s.area.clear();
+        s.first_free = 0;
         let (low, mut high) = (s.low, s.high);
         let j = self.free.partition_point(|&(l, _)| l < low);
         if j < self.free.len() && self.free[j].0 == high {
