@@ -51,7 +51,7 @@
 use core::cell::Cell;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::*};
 
-use super::{lock, MtssThread, Owner, DEFAULT_THREAD_STACK};
+use super::{lock, MtssThread, DEFAULT_THREAD_STACK};
 use crate::base::diag::{fail, FATAL_EXIT_STATUS};
 
 /// Bytes above a green thread's C-- stack for its entry's Rust frames (module docs): 96 bytes
@@ -145,32 +145,14 @@ pub fn carve(request: usize, handle: i32) -> (*mut MtssThread, usize) {
         }
     };
     super::PEAK_USED.fetch_max(sh.space.region_used(), Relaxed);
-    let rec = Box::into_raw(Box::new(MtssThread {
-        limit: AtomicUsize::new(sh.space.limit(carved.id)),
-        top: carved.high - ENTRY_ROOM,
-        ret_to: 0,
-        ret_sp: 0,
-        retry_sp: 0,
-        retry_room: 0,
-        retry_args: 0,
-        save: [0; 8],
-        waiting: false,
-        id: carved.id,
+    let rec = super::register(
+        &mut sh,
+        carved,
+        carved.high - ENTRY_ROOM,
         handle,
-        frames: Vec::new(),
-        outer: core::ptr::null_mut(),
-        green: true,
-        floor_published: AtomicBool::new(false),
-    }));
-    let i = carved.id.0 as usize;
-    if sh.owners.len() <= i {
-        sh.owners.resize(i + 1, None);
-    }
-    sh.owners[i] = Some(Owner {
-        rec,
-        on_pages: false,
-    });
-    sh.active += 1;
+        core::ptr::null_mut(),
+        true,
+    );
     (rec, carved.high)
 }
 

@@ -391,9 +391,38 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
         }
     };
     PEAK_USED.fetch_max(sh.space.region_used(), Relaxed);
+    let rec = register(
+        &mut sh,
+        carved,
+        carved.high,
+        handle,
+        CURRENT.with(Cell::get),
+        false,
+    );
+    drop(sh);
+    CURRENT.with(|c| c.set(rec));
+    OWNED.with(|o| {
+        if o.0.get().is_null() {
+            o.0.set(rec)
+        }
+    });
+    green::entered(rec);
+    rec
+}
+
+/// Makes the record of the stack `carved` (its C-- code starts at `top`) and registers it as
+/// that stack's live owner, counted active.
+fn register(
+    sh: &mut Shared,
+    carved: space::Carved,
+    top: usize,
+    handle: i32,
+    outer: *mut MtssThread,
+    green: bool,
+) -> *mut MtssThread {
     let rec = Box::into_raw(Box::new(MtssThread {
         limit: AtomicUsize::new(sh.space.limit(carved.id)),
-        top: carved.high,
+        top,
         ret_to: 0,
         ret_sp: 0,
         retry_sp: 0,
@@ -404,8 +433,8 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
         id: carved.id,
         handle,
         frames: Vec::new(),
-        outer: CURRENT.with(Cell::get),
-        green: false,
+        outer,
+        green,
         floor_published: AtomicBool::new(false),
     }));
     let i = carved.id.0 as usize;
@@ -417,14 +446,6 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
         on_pages: false,
     });
     sh.active += 1;
-    drop(sh);
-    CURRENT.with(|c| c.set(rec));
-    OWNED.with(|o| {
-        if o.0.get().is_null() {
-            o.0.set(rec)
-        }
-    });
-    green::entered(rec);
     rec
 }
 
