@@ -75,11 +75,17 @@
 //! call's pushes). `sthread_exit`, which switches away for good, is called on the thread's
 //! stack with [`callgraph::THREAD_EXIT_BUDGET`] bytes counted.
 //!
-//! Under `--race` the detector's entries (`__stackrt_race_*`) are called on the thread's own
-//! stack, as under every mechanism (the deterministic scheduler's decisions and relaxed
-//! replay's waits switch green threads inside them, which the C-call trampoline cannot), with
-//! the C extern budget ([`callgraph::DEFAULT_EXTERN_BUDGET_64`]) counted as their pushes and
-//! frames aligned to 16 bytes for them.
+//! Under `--race` on OS threads the detector's entries (`__stackrt_race_*`) are C calls like
+//! any other, through the C-call trampoline. Under green threads they are called on the
+//! thread's own stack, as under every other mechanism (the deterministic scheduler's decisions
+//! and relaxed replay's waits switch green threads inside them, which the C-call trampoline
+//! cannot), with the C extern budget ([`callgraph::DEFAULT_EXTERN_BUDGET_64`]) counted as
+//! their pushes and frames aligned to 16 bytes for them. That budget makes every function
+//! that touches shared memory need 8 KiB below its stack pointer, so a recursion on a small
+//! stack overflows at every level and borrows 8 KiB each time: on OS threads, where nothing
+//! switches inside the detector, the trampoline keeps a thread's need what its C-- code
+//! pushes (the thesis's `realworld_multi` with 64 threads on `stacksizeof` stacks borrowed
+//! 12 MiB at once and outgrew an 8 MiB `main` stack on i686).
 //!
 //! # The lending margin
 //!
@@ -191,7 +197,8 @@ struct Mtss {
     room: Option<HashMap<String, Option<u32>>>,
     /// The program runs green threads: the thread library's calls go through the library stub.
     green: bool,
-    /// `--race`: the detector's entries are called on the thread's stack (module docs).
+    /// `--race`: under green threads the detector's entries are called on the thread's stack (module
+    /// docs).
     race: bool,
     state: RefCell<State>,
 }
@@ -231,7 +238,7 @@ impl Mechanism for Mtss {
         MtssBase.entry_arg_offset(target)
     }
     fn frame_align(&self, target: Target) -> u32 {
-        if self.race {
+        if self.race && self.green {
             // The detector's entries are C functions called on the thread's stack.
             CalleeCleanup.frame_align(target)
         } else {
@@ -279,7 +286,7 @@ impl Mechanism for Mtss {
     }
     fn extern_call(&self, c: &CallSite, out: &mut String) {
         let library = c.callee.starts_with(callgraph::THREAD_LIBRARY_PREFIX);
-        if c.callee.starts_with(crate::race::ENTRY_PREFIX) {
+        if self.green && c.callee.starts_with(crate::race::ENTRY_PREFIX) {
             // On the thread's stack, with the C extern budget: the deterministic scheduler's
             // decisions and relaxed replay's waits switch green threads inside them.
             let budget = callgraph::default_extern_budget(c.target.slot());
