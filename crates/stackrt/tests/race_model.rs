@@ -3,7 +3,7 @@
 //! join does) on four threads and three shadow granules, checked against a plain model that
 //! keeps every access with the full vector clock of its thread and calls two accesses a race
 //! when they are by different threads, touch a common byte, one is a write, and neither
-//! happened before the other.
+//! happened before the other. The threads' slots lie in several blocks of a read set.
 //!
 //! - Every race the detector reports is one of the model's, with the right earlier access (the
 //!   site of an access word is the access's index here): no false positives, whatever the
@@ -15,7 +15,10 @@ use proptest::prelude::*;
 use stackrt::race::clock::{self, VClock};
 use stackrt::race::detect::{self, Cell};
 
-const THREADS: usize = 4;
+const THREADS: usize = 6;
+/// Each thread's slot: spread over four blocks of a read set (a block holds 7 slots), so that
+/// threads share entry positions in different blocks (`detect`'s homes).
+const SLOT: [usize; THREADS] = [0, 1, 8, 7, 14, 22];
 const WORDS: usize = 3;
 const LOCKS: usize = 2;
 
@@ -82,7 +85,7 @@ impl World {
             vc: (0..THREADS)
                 .map(|t| {
                     let mut v = VClock::new();
-                    v.set(t, 1);
+                    v.set(SLOT[t], 1);
                     v
                 })
                 .collect(),
@@ -93,8 +96,8 @@ impl World {
     }
 
     fn tick(&mut self, t: usize) {
-        let c = self.vc[t].get(t) + 1;
-        self.vc[t].set(t, c);
+        let c = self.vc[t].get(SLOT[t]) + 1;
+        self.vc[t].set(SLOT[t], c);
     }
 
     /// Applies `op` (access number `index`); for an access: the detector's race, and the
@@ -127,8 +130,8 @@ impl World {
                 write,
                 mask,
             } => {
-                let own = self.vc[t].get(t);
-                let acc = clock::access(own, t, mask, index);
+                let own = self.vc[t].get(SLOT[t]);
+                let acc = clock::access(own, SLOT[t], mask, index);
                 let cell = &self.cells[word];
                 let redundant = if write {
                     detect::write_is_redundant(cell, acc)
@@ -149,7 +152,7 @@ impl World {
                         p.t != t
                             && (p.write || write)
                             && p.mask & mask != 0
-                            && p.clock > vc.get(p.t)
+                            && p.clock > vc.get(SLOT[p.t])
                     })
                     .map(|p| p.index)
                     .collect();

@@ -42,6 +42,27 @@ pub fn access(clock: u32, slot: usize, mask: u32, site: u32) -> u64 {
         | u64::from(site & ((1 << SITE_BITS) - 1))
 }
 
+/// The epoch `clock@slot` as the high bits of an access word: `access(clock, slot, m, s)` is
+/// `epoch(clock, slot) | bytes_and_site(m, s)` (a thread keeps its epoch ready, so each access
+/// only adds its bytes and site).
+#[inline]
+pub fn epoch(clock: u32, slot: usize) -> u64 {
+    access(clock, slot, 0, 0)
+}
+
+/// The low bits of an access word: the bytes it touched and its site.
+#[inline]
+pub fn bytes_and_site(mask: u32, site: u32) -> u64 {
+    (u64::from(mask & 0xff) << MASK_SHIFT) | u64::from(site & ((1 << SITE_BITS) - 1))
+}
+
+/// Whether two access words (without flags) have the same epoch: the same thread at the same
+/// clock.
+#[inline]
+pub fn same_epoch(a: u64, b: u64) -> bool {
+    (a ^ b) >> SLOT_SHIFT == 0
+}
+
 /// The clock of an access word.
 pub fn clock(a: u64) -> u32 {
     ((a >> CLOCK_SHIFT) as u32) & MAX_CLOCK
@@ -138,6 +159,14 @@ mod tests {
             epoch_and_mask(access(7, 3, 1, 42)),
             epoch_and_mask(access(7, 3, 1, 9))
         );
+        assert_eq!(epoch(7, 3) | bytes_and_site(0b0001, 42), b);
+        assert!(same_epoch(access(7, 3, 1, 42), access(7, 3, 0xff, 9)));
+        assert!(!same_epoch(access(7, 3, 1, 42), access(8, 3, 1, 42)));
+        assert!(!same_epoch(access(7, 3, 1, 42), access(7, 4, 1, 42)));
+        assert!(!same_epoch(
+            access(7, 3, 1, 42) | SHARED,
+            access(7, 3, 1, 42)
+        ));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! with vector clock `C`:
 //!
 //! - read: a race if the last write is by another thread, not covered by `C`, and touched one
-//!   of the bytes; the read replaces a read it covers (bytes included), else joins the set.
+//!   of the bytes; the read replaces a read it covers (bytes included), else joins the set
+//!   (but see "Kept reads").
 //! - write: a race with the last write as above, or with any read of another thread not
 //!   covered by `C` on a shared byte; the write replaces the last write, and drops the reads
 //!   whose bytes it covers.
@@ -19,7 +20,20 @@
 //! accesses the rules are FastTrack's, which finds the first race on each word exactly
 //! (`tests/race_model.rs` checks both against a full vector-clock model).
 //!
-//! The caller holds the cell's lock (`shadow::lock_for`) for [`read`] and [`write`]; the
+//! # Kept reads
+//!
+//! A thread's read goes to its *home* entry of a set ([`home`]: where a read vector clock
+//! keeps its slot's entry) when that entry is free or holds an older read of the same thread with no other bytes, and
+//! then other threads' reads it covers stay in the set rather than being searched for and
+//! dropped. A kept read is a real access; a later write reports it only if it is not ordered
+//! before the write ([`conflicts`]), which makes it a real race; and a read that covers it
+//! is kept too, so no race is missed. Kept reads go when a write covers their bytes. So a
+//! thread's first read of data that several threads read costs one entry's store, and its
+//! same-epoch check one entry's load, whatever the number of readers.
+//!
+//! # Locking
+//!
+//! The caller holds the cell's lock (`shadow::lock_of`) for [`read`] and [`write`]; the
 //! same-epoch fast paths ([`read_is_redundant`], [`write_is_redundant`]) only load, the read
 //! one also from a cell's read set (data read by several threads, each again and again in one
 //! epoch, is FastTrack's common shared case). Read sets are therefore type-stable: blocks of
@@ -58,34 +72,105 @@ pub struct ReadSet {
     next: AtomicPtr<ReadSet>,
 }
 
-/// Released read sets, linked through `next`.
+/// Released read sets, linked through `next`: the process's pool, behind a lock that each OS
+/// thread takes once per [`BATCH`] sets ([`LOCAL`]).
 static POOL: SpinLock<usize> = SpinLock::new(0);
-const BATCH: usize = 256;
+const BATCH: usize = 64;
+
+/// A list of released sets linked through `next`: its first and last set and its length.
+#[derive(Clone, Copy)]
+struct List {
+    head: usize,
+    tail: usize,
+    len: usize,
+}
+
+const EMPTY: List = List {
+    head: 0,
+    tail: 0,
+    len: 0,
+};
+
+thread_local! {
+    /// The sets this OS thread took from [`POOL`] or released, so that a cell's reads going
+    /// shared and its memory being freed take no shared lock (threads reading the same data
+    /// make and release sets on every core at once). At most `4 * BATCH` long; a thread's
+    /// end gives it back ([`return_local_sets`]).
+    static LOCAL: core::cell::Cell<List> = const { core::cell::Cell::new(EMPTY) };
+}
+
+/// The next set of a pool list.
+fn next_of(s: usize) -> usize {
+    // SAFETY: pool entries are leaked, never freed, ReadSets.
+    unsafe { (*(s as *mut ReadSet)).next.load(Relaxed) as usize }
+}
+
+/// Takes up to [`BATCH`] sets from the process's pool, making a new batch when it is empty.
+fn refill() -> List {
+    let taken = POOL.with(|head| {
+        let mut l = EMPTY;
+        while *head != 0 && l.len < BATCH {
+            let s = *head;
+            *head = next_of(s);
+            if l.head == 0 {
+                l.head = s;
+            } else {
+                // SAFETY: `l.tail` is a set of this list.
+                unsafe {
+                    (*(l.tail as *mut ReadSet))
+                        .next
+                        .store(s as *mut ReadSet, Relaxed)
+                };
+            }
+            l.tail = s;
+            l.len += 1;
+        }
+        l
+    });
+    if taken.len > 0 {
+        // SAFETY: the last set of the list taken.
+        unsafe {
+            (*(taken.tail as *mut ReadSet))
+                .next
+                .store(core::ptr::null_mut(), Relaxed)
+        };
+        return taken;
+    }
+    // A batch leaked on purpose: sets are never given back to the allocator (see the module
+    // docs).
+    let batch: &'static mut [ReadSet] = Box::leak(
+        (0..BATCH)
+            .map(|_| ReadSet {
+                entries: Default::default(),
+                next: AtomicPtr::new(core::ptr::null_mut()),
+            })
+            .collect(),
+    );
+    let mut l = EMPTY;
+    for s in batch.iter_mut().rev() {
+        s.next.store(l.head as *mut ReadSet, Relaxed);
+        if l.tail == 0 {
+            l.tail = s as *mut ReadSet as usize;
+        }
+        l.head = s as *mut ReadSet as usize;
+        l.len += 1;
+    }
+    l
+}
 
 fn new_set() -> &'static ReadSet {
-    let p = POOL.with(|head| {
-        if *head == 0 {
-            // A batch leaked on purpose: sets are never given back to the allocator (see the
-            // module docs).
-            let batch: &'static mut [ReadSet] = Box::leak(
-                (0..BATCH)
-                    .map(|_| ReadSet {
-                        entries: Default::default(),
-                        next: AtomicPtr::new(core::ptr::null_mut()),
-                    })
-                    .collect(),
-            );
-            for s in batch.iter_mut() {
-                s.next.store(*head as *mut ReadSet, Relaxed);
-                *head = s as *mut ReadSet as usize;
-            }
-        }
-        let s = *head as *mut ReadSet;
-        // SAFETY: pool entries are leaked, never freed, ReadSets.
-        *head = unsafe { (*s).next.load(Relaxed) } as usize;
-        s
-    });
-    // SAFETY: as above; the set is now the caller's alone.
+    let mut l = LOCAL.get();
+    if l.head == 0 {
+        l = refill();
+    }
+    let p = l.head as *mut ReadSet;
+    l.head = next_of(l.head);
+    l.len -= 1;
+    if l.head == 0 {
+        l.tail = 0;
+    }
+    LOCAL.set(l);
+    // SAFETY: a leaked ReadSet, now the caller's alone.
     let s = unsafe { &*p };
     s.next.store(core::ptr::null_mut(), Relaxed);
     for e in &s.entries {
@@ -96,16 +181,46 @@ fn new_set() -> &'static ReadSet {
 
 /// Gives a set and its further blocks back to the pool.
 fn release_set(mut s: *mut ReadSet) {
+    let mut l = LOCAL.get();
     while !s.is_null() {
         // SAFETY: sets are leaked ReadSets; this chain was the releasing cell's.
         let next = unsafe { (*s).next.load(Relaxed) };
-        POOL.with(|head| {
-            // SAFETY: as above.
-            unsafe { (*s).next.store(*head as *mut ReadSet, Relaxed) };
-            *head = s as usize;
-        });
+        // SAFETY: as above.
+        unsafe { (*s).next.store(l.head as *mut ReadSet, Relaxed) };
+        if l.tail == 0 {
+            l.tail = s as usize;
+        }
+        l.head = s as usize;
+        l.len += 1;
         s = next;
     }
+    if l.len > 4 * BATCH {
+        give_back(l);
+        l = EMPTY;
+    }
+    LOCAL.set(l);
+}
+
+/// Puts the list `l` in front of the process's pool.
+fn give_back(l: List) {
+    if l.len == 0 {
+        return;
+    }
+    POOL.with(|head| {
+        // SAFETY: `l.tail` is the last set of the list.
+        unsafe {
+            (*(l.tail as *mut ReadSet))
+                .next
+                .store(*head as *mut ReadSet, Relaxed)
+        };
+        *head = l.head;
+    });
+}
+
+/// Gives the calling OS thread's released sets back to the process (its thread ends).
+pub fn return_local_sets() {
+    let l = LOCAL.replace(EMPTY);
+    give_back(l);
 }
 
 fn set_of(r: u64) -> *mut ReadSet {
@@ -125,9 +240,51 @@ fn for_entries(s: *mut ReadSet, mut f: impl FnMut(&AtomicU64)) {
     }
 }
 
-/// Puts `acc` into the first free entry of the chain at `s`, adding a block if all are used.
-/// The caller holds the cell's lock.
+/// The *home* of `acc`'s thread in the chain at `s`: entry `slot % 7` of block `slot / 7`,
+/// where its reads go when the entry is free (a read vector clock's layout, FastTrack's, for
+/// the common case), so that its same-epoch check loads one entry ([`read_is_redundant`]).
+/// `None` if the chain is shorter.
+#[inline(always)]
+fn home(s: *mut ReadSet, acc: u64) -> Option<&'static AtomicU64> {
+    let slot = clock::slot(acc);
+    let mut s = s;
+    for _ in 0..slot / 7 {
+        // SAFETY: sets are leaked ReadSets (type-stable).
+        s = unsafe { (*s).next.load(Relaxed) };
+        if s.is_null() {
+            return None;
+        }
+    }
+    // SAFETY: as above.
+    Some(unsafe { &(*s).entries[slot % 7] })
+}
+
+/// [`home`], adding empty blocks to reach it. The caller holds the cell's lock.
+fn home_or_grow(s: *mut ReadSet, acc: u64) -> &'static AtomicU64 {
+    let slot = clock::slot(acc);
+    let mut s = s;
+    for _ in 0..slot / 7 {
+        // SAFETY: sets are leaked ReadSets (type-stable); the chain is the locked cell's.
+        let set = unsafe { &*s };
+        let mut next = set.next.load(Relaxed);
+        if next.is_null() {
+            next = new_set() as *const ReadSet as *mut ReadSet;
+            set.next.store(next, Relaxed);
+        }
+        s = next;
+    }
+    // SAFETY: as above.
+    unsafe { &(*s).entries[slot % 7] }
+}
+
+/// Puts `acc` into its home in the chain at `s` if free, else the first free entry, adding a
+/// block if all are used. The caller holds the cell's lock.
 fn insert(s: *mut ReadSet, acc: u64) {
+    let h = home_or_grow(s, acc);
+    if h.load(Relaxed) == 0 {
+        h.store(acc, Relaxed);
+        return;
+    }
     let mut s = s;
     loop {
         // SAFETY: sets are leaked ReadSets (type-stable).
@@ -156,24 +313,32 @@ fn conflicts(prev: u64, acc: u64, c: &VClock) -> bool {
 }
 
 /// Whether entry `e` is a read of the same thread in the same epoch covering `acc`'s bytes.
+#[inline(always)]
 fn same_epoch_covering(e: u64, acc: u64) -> bool {
-    e != 0
-        && clock::clock(e) == clock::clock(acc)
-        && clock::slot(e) == clock::slot(acc)
-        && clock::mask(acc) & !clock::mask(e) == 0
+    e != 0 && clock::same_epoch(e, acc) && clock::mask(acc) & !clock::mask(e) == 0
 }
 
 /// Whether a read `acc` adds nothing: the same thread read the same bytes in the same epoch
 /// (the last read, or one in the read set). Loads only.
-#[inline]
+#[inline(always)]
 pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
     let r = cell.r.load(Relaxed);
     if r & SHARED == 0 {
         return r != 0 && same_epoch_covering(r, acc);
     }
     let mut s = set_of(r);
+    // A thread's reads go home whenever home is free or its own ([`read`], [`insert`]), so
+    // only a home taken by another thread sends them elsewhere. ("Not redundant" is always
+    // safe: [`read`] then finds what a search here would.)
+    let Some(h) = home(s, acc) else {
+        return false;
+    };
+    let h = h.load(Relaxed);
+    if h == 0 || clock::slot(h) == clock::slot(acc) {
+        return same_epoch_covering(h, acc);
+    }
     while !s.is_null() {
-        // SAFETY: sets are leaked ReadSets (type-stable), whichever cell has them now.
+        // SAFETY: as above.
         let set = unsafe { &*s };
         if set
             .entries
@@ -189,7 +354,7 @@ pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
 
 /// Whether a write `acc` adds nothing: the same thread wrote the same bytes in the same epoch
 /// and no read came since (a read since could be another thread's, to be checked).
-#[inline]
+#[inline(always)]
 pub fn write_is_redundant(cell: &Cell, acc: u64) -> bool {
     let w = cell.w.load(Relaxed) & !CONTENDED;
     w != 0 && same_epoch_covering(w, acc) && cell.r.load(Relaxed) == 0
@@ -217,14 +382,25 @@ pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
         } else if replaces(r) {
             cell.r.store(acc, Relaxed);
         } else {
-            let set = new_set();
-            set.entries[0].store(r, Relaxed);
-            set.entries[1].store(acc, Relaxed);
-            cell.r
-                .store(SHARED | set as *const ReadSet as usize as u64, Relaxed);
+            let p = new_set() as *const ReadSet as *mut ReadSet;
+            home_or_grow(p, r).store(r, Relaxed);
+            insert(p, acc);
+            cell.r.store(SHARED | p as usize as u64, Relaxed);
         }
     } else {
         let s = set_of(r);
+        let h = home_or_grow(s, acc);
+        let v = h.load(Relaxed);
+        if v != 0 && same_epoch_covering(v, acc) {
+            return race;
+        }
+        if v == 0 || (clock::slot(v) == clock::slot(acc) && replaces(v)) {
+            // Its home entry is free or holds an earlier read of its own thread of no other
+            // bytes: the read goes there, leaving the other entries alone (module docs, "Kept
+            // reads").
+            h.store(acc, Relaxed);
+            return race;
+        }
         let mut known = false;
         for_entries(s, |e| {
             let v = e.load(Relaxed);

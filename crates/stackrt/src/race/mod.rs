@@ -55,6 +55,17 @@ static DECISION_HOOK: AtomicUsize = AtomicUsize::new(0);
 /// them. Called with no lock held; it may switch threads.
 pub fn set_decision_hook(f: fn()) {
     DECISION_HOOK.store(f as usize, Relaxed);
+    FULL_PATH.store(true, Relaxed);
+}
+
+/// Accesses take the full path ([`full`]): the deterministic scheduler decides at contended
+/// words, a trace is being recorded, or relaxed replay runs. Otherwise an access is checked
+/// by [`checked`], which settles the common case in a leaf's few instructions.
+static FULL_PATH: AtomicBool = AtomicBool::new(false);
+
+/// Sends every access to the full path (relaxed replay starts).
+pub(crate) fn take_full_path() {
+    FULL_PATH.store(true, Relaxed);
 }
 static ABORT: AtomicBool = AtomicBool::new(false);
 /// The deterministic scheduler records a trace: events go into it too (`record`).
@@ -73,6 +84,8 @@ pub fn enabled() -> bool {
 pub struct RaceThread {
     slot: usize,
     vc: VClock,
+    /// `clock::epoch` of its own clock and slot: the high bits of its access words.
+    epoch: u64,
     /// Its number in schedule traces.
     id: u32,
     /// Events so far (`trace`), and the number of the thread-library call's under way.
@@ -167,6 +180,7 @@ fn new_thread(handle: c_int, parent: &VClock) -> *mut RaceThread {
     Box::into_raw(Box::new(RaceThread {
         slot,
         vc,
+        epoch: clock::epoch(start, slot),
         id,
         events: Cell::new(0),
         sync_event: Cell::new(0),
@@ -183,6 +197,7 @@ fn tick(t: &mut RaceThread) {
         );
     }
     t.vc.set(t.slot, c);
+    t.epoch = clock::epoch(c, t.slot);
 }
 
 /// Turns detection on if the program was compiled with `--race`: reads `STACKRT_RACE`, maps
@@ -281,6 +296,7 @@ pub fn start_recording() {
     }
     record::start();
     RECORDING.store(true, Relaxed);
+    FULL_PATH.store(true, Relaxed);
 }
 
 fn recording() -> bool {
@@ -351,6 +367,7 @@ pub fn sync_done() {
 pub fn thread_end() {
     // SAFETY: the calling thread's own state (or null), alive until its join.
     unsafe { thread_end_of(current()) };
+    detect::return_local_sets();
 }
 
 /// Thread `t` (null: none) ended: the green scheduler calls this on its own stack once the
@@ -563,7 +580,75 @@ fn relaxed_wait(t: &RaceThread, n: u64) {
     relaxed::wait(&t.cursor, n);
 }
 
+/// One instrumented access.
+struct Access {
+    addr: usize,
+    size: usize,
+    site: u32,
+    write: bool,
+}
+
+/// An instrumented access when no decision, trace or replay is under way: what [`access`]
+/// does, with the common case (one granule, adding nothing to its history, FastTrack's
+/// same-epoch case) made of loads and one store and no call.
+#[inline(always)]
+fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
+    let cur = current();
+    if cur.is_null() {
+        return;
+    }
+    // SAFETY: the running thread's state; only this thread changes it.
+    let t = unsafe { &*cur };
+    t.events.set(t.events.get() + 1);
+    let offset = addr & (GRANULE - 1);
+    if size <= 0 || offset + size as usize > GRANULE {
+        if size > 0 {
+            spanning(t, addr, size, site, write);
+        }
+        return;
+    }
+    if let Some(cell) = shadow::tracked_cell(addr) {
+        let mask = ((1u32 << size) - 1) << offset;
+        let acc = t.epoch | clock::bytes_and_site(mask, site as u32);
+        let redundant = if write {
+            detect::write_is_redundant(cell, acc)
+        } else {
+            detect::read_is_redundant(cell, acc)
+        };
+        if !redundant {
+            let a = Access {
+                addr,
+                size: size as usize,
+                site: site as u32,
+                write,
+            };
+            update(t, cell, &a, acc, false);
+        }
+    }
+}
+
+/// [`checked`]'s accesses that span granules.
+#[cold]
 #[inline(never)]
+fn spanning(t: &RaceThread, addr: usize, size: c_int, site: c_int, write: bool) {
+    let a = Access {
+        addr,
+        size: size as usize,
+        site: site as u32,
+        write,
+    };
+    granules(t, &a);
+}
+
+/// An instrumented access on the full path ([`FULL_PATH`]) but for relaxed replay's.
+#[inline(never)]
+fn full(addr: usize, size: c_int, site: c_int, write: bool) {
+    access(addr, size, site, write);
+}
+
+/// An instrumented access in full: counted, checked, recorded, with the deterministic
+/// scheduler's decisions.
+#[inline(always)]
 fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     let cur = current();
     if cur.is_null() {
@@ -575,51 +660,80 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     // Every call is an event of schedule traces, as under relaxed replay.
     let n = t.events.get() + 1;
     t.events.set(n);
-    if size <= 0 {
-        return;
-    }
-    let own = t.vc.get(t.slot);
-    let end = addr.saturating_add(size as usize);
-    let mut a = addr & !(GRANULE - 1);
-    while a < end {
-        if let Some(cell) = shadow::tracked_cell(a) {
-            // The deterministic scheduler decides before every access to a contended word.
-            let deciding = DECISION_HOOK.load(Relaxed) != 0;
-            let contended = deciding && detect::is_contended(cell);
-            if contended {
-                decide();
-            }
-            let lo = addr.max(a) - a;
-            let hi = end.min(a + GRANULE) - a;
-            let mask = ((1u32 << hi) - 1) & !((1u32 << lo) - 1);
-            let acc = clock::access(own, t.slot, mask, site as u32);
-            let redundant = if write {
-                detect::write_is_redundant(cell, acc)
-            } else {
-                detect::read_is_redundant(cell, acc)
-            };
-            if !redundant {
-                let l = shadow::lock_for(a);
-                l.lock();
-                let race = if write {
-                    detect::write(cell, acc, &t.vc)
-                } else {
-                    detect::read(cell, acc, &t.vc)
-                };
-                l.unlock();
-                if let Some(r) = race {
-                    report_race(addr, size as usize, write, t, site as u32, &r);
-                    if deciding && !contended {
-                        // The word just became contended: this access is a decision too.
-                        decide();
-                    }
-                }
-            }
+    let a = Access {
+        addr,
+        size: size.max(0) as usize,
+        site: site as u32,
+        write,
+    };
+    let offset = addr & (GRANULE - 1);
+    if a.size > 0 && offset + a.size <= GRANULE {
+        // Within one granule: nearly every access.
+        if let Some(cell) = shadow::tracked_cell(addr) {
+            granule(t, cell, &a, ((1u32 << a.size) - 1) << offset);
         }
-        a += GRANULE;
+    } else if a.size > 0 {
+        granules(t, &a);
     }
     if recording() {
-        record_access(t, n, addr, size as usize, write, site as u32);
+        record_access(t, n, addr, a.size, write, a.site);
+    }
+}
+
+/// An access spanning granules (unaligned or larger than 8 bytes): each granule's part.
+#[inline(never)]
+fn granules(t: &RaceThread, a: &Access) {
+    let end = a.addr.saturating_add(a.size);
+    let mut g = a.addr & !(GRANULE - 1);
+    while g < end {
+        if let Some(cell) = shadow::tracked_cell(g) {
+            let lo = a.addr.max(g) - g;
+            let hi = end.min(g + GRANULE) - g;
+            granule(t, cell, a, ((1u32 << hi) - 1) & !((1u32 << lo) - 1));
+        }
+        g += GRANULE;
+    }
+}
+
+/// The part of access `a` that touches the bytes `mask` of `cell`'s granule. The same-epoch
+/// checks only load; anything else is [`update`]'s.
+#[inline(always)]
+fn granule(t: &RaceThread, cell: &detect::Cell, a: &Access, mask: u32) {
+    // The deterministic scheduler decides before every access to a contended word.
+    let deciding = DECISION_HOOK.load(Relaxed) != 0;
+    let contended = deciding && detect::is_contended(cell);
+    if contended {
+        decide();
+    }
+    let acc = t.epoch | clock::bytes_and_site(mask, a.site);
+    let redundant = if a.write {
+        detect::write_is_redundant(cell, acc)
+    } else {
+        detect::read_is_redundant(cell, acc)
+    };
+    if !redundant {
+        update(t, cell, a, acc, deciding && !contended);
+    }
+}
+
+/// Checks and records the access word `acc` of `a`, which adds to `cell`'s history, under the
+/// cell's lock; reports a race; takes a decision if `decide_on_race` and the word just became
+/// contended (this access is a decision too).
+#[inline(never)]
+fn update(t: &RaceThread, cell: &detect::Cell, a: &Access, acc: u64, decide_on_race: bool) {
+    let l = shadow::lock_of(cell);
+    l.lock();
+    let race = if a.write {
+        detect::write(cell, acc, &t.vc)
+    } else {
+        detect::read(cell, acc, &t.vc)
+    };
+    l.unlock();
+    if let Some(r) = race {
+        report_race(a.addr, a.size, a.write, t, a.site, &r);
+        if decide_on_race {
+            decide();
+        }
     }
 }
 
@@ -673,19 +787,25 @@ fn report_race(addr: usize, size: usize, write: bool, t: &RaceThread, site: u32,
 /// Called by `--race` code before a load of `size` bytes at `addr`, at site `site`.
 #[no_mangle]
 pub extern "C" fn __stackrt_race_read(addr: *const c_void, size: c_int, site: c_int) {
-    if relaxed::on() {
-        return relaxed_access();
+    if FULL_PATH.load(Relaxed) {
+        if relaxed::on() {
+            return relaxed_access();
+        }
+        return full(addr as usize, size, site, false);
     }
-    access(addr as usize, size, site, false);
+    checked(addr as usize, size, site, false);
 }
 
 /// Called by `--race` code before a store of `size` bytes at `addr`, at site `site`.
 #[no_mangle]
 pub extern "C" fn __stackrt_race_write(addr: *const c_void, size: c_int, site: c_int) {
-    if relaxed::on() {
-        return relaxed_access();
+    if FULL_PATH.load(Relaxed) {
+        if relaxed::on() {
+            return relaxed_access();
+        }
+        return full(addr as usize, size, site, true);
     }
-    access(addr as usize, size, site, true);
+    checked(addr as usize, size, site, true);
 }
 
 /// `malloc` of a `--race` program: the block is tracked, with no accesses yet.

@@ -105,6 +105,7 @@ pub fn start(trace: &Trace) {
     let progress = (0..n).map(|_| Progress::default()).collect();
     let _ = PLAN.set(Plan { threads, progress });
     ON.store(true, Relaxed);
+    super::take_full_path();
 }
 
 /// One thread's place in its plan. Only the thread itself uses it.

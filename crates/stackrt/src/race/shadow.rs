@@ -80,6 +80,7 @@ pub fn init() {
     }
 }
 
+#[inline(always)]
 fn slot(addr: usize) -> Option<&'static AtomicPtr<Region>> {
     let d = DIRECTORY.load(Acquire);
     let i = addr >> REGION_SHIFT;
@@ -90,6 +91,7 @@ fn slot(addr: usize) -> Option<&'static AtomicPtr<Region>> {
     Some(unsafe { &*d.add(i) })
 }
 
+#[inline(always)]
 fn region(addr: usize) -> Option<&'static Region> {
     let r = slot(addr)?.load(Acquire);
     // SAFETY: installed regions are never unmapped.
@@ -122,7 +124,7 @@ fn word_index(addr: usize) -> usize {
 }
 
 /// The cell of the word at `addr` if it is tracked.
-#[inline]
+#[inline(always)]
 pub fn tracked_cell(addr: usize) -> Option<&'static Cell> {
     let r = region(addr)?;
     let w = word_index(addr);
@@ -133,10 +135,11 @@ pub fn tracked_cell(addr: usize) -> Option<&'static Cell> {
 const STRIPES: usize = 1024;
 static LOCKS: [RawSpin; STRIPES] = [const { RawSpin::new() }; STRIPES];
 
-/// The lock of the cell of the word at `addr`.
+/// The lock of `cell` (striped by the cell's address, so neighbouring granules have
+/// different locks).
 #[inline]
-pub fn lock_for(addr: usize) -> &'static RawSpin {
-    &LOCKS[(addr >> 3) % STRIPES]
+pub fn lock_of(cell: &Cell) -> &'static RawSpin {
+    &LOCKS[(cell as *const Cell as usize / core::mem::size_of::<Cell>()) % STRIPES]
 }
 
 /// Starts tracking `[addr, addr + len)` (memory just allocated). Its cells are clear: cells
@@ -158,7 +161,7 @@ pub fn untrack(addr: usize, len: usize) {
             let c = &r.cells[first + i];
             // Untouched cells stay unwritten, so freeing a large block commits no shadow.
             if c.w.load(Relaxed) != 0 || c.r.load(Relaxed) != 0 {
-                let l = &LOCKS[(first + i) % STRIPES];
+                let l = lock_of(c);
                 l.lock();
                 detect::reset(c);
                 l.unlock();
