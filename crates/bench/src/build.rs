@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Target architecture of an executable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Target {
     X86_64,
     I686,
@@ -41,7 +43,9 @@ impl fmt::Display for Target {
 }
 
 /// gcc settings used as peers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum GccLevel {
     /// `gcc -O0`: the thesis's "gcc".
     O0,
@@ -65,7 +69,9 @@ impl GccLevel {
 }
 
 /// How a `--race` build is run (the `irs_*` experiments).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum RaceRun {
     /// Race detection on, threads scheduled as usual.
     Detect,
@@ -84,7 +90,9 @@ impl RaceRun {
 }
 
 /// How a variant's executable is made.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Toolchain {
     /// `cmm compile --backend emit --mech MECH`, with `--threads green` if `green`.
     Cmm {
@@ -106,7 +114,9 @@ pub enum Toolchain {
 }
 
 /// One executable of an experiment row: a toolchain for a target.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Variant {
     pub target: Target,
     pub tool: Toolchain,

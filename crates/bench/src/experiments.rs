@@ -103,7 +103,7 @@ pub struct Experiment {
 }
 
 /// A one-off count made with a tool, once per executable at an experiment's first point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Count {
     /// User-space instructions of the whole process (valgrind's `I refs`): deterministic,
     /// immune to the machine's noise.
@@ -114,7 +114,7 @@ pub enum Count {
 }
 
 /// Experiment sizes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Size {
     /// Under 5 minutes on a 2-core machine.
     Quick,

@@ -34,6 +34,9 @@ pub struct Options {
     /// Whether gcc, Go and the native back end are measured beside the mechanisms.
     pub peers: bool,
     pub progress: bool,
+    /// Go on with the run in `out`: experiments it holds parts of ([`crate::part`]) are kept,
+    /// not measured again.
+    pub resume: bool,
 }
 
 /// The fewest measured rounds an executable gets under a round budget: a mean, a confidence
@@ -56,9 +59,10 @@ pub fn rounds_within(budget: Option<Duration>, runs: usize, verification_seconds
 }
 
 /// One execution, as written to `results.csv`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Record {
-    pub experiment: &'static str,
+    #[serde(deserialize_with = "crate::name::static_name")]
+    pub experiment: crate::name::Name,
     pub x: f64,
     pub target: Target,
     pub variant: String,
@@ -69,9 +73,10 @@ pub struct Record {
 }
 
 /// A one-off count of one executable (see [`Count`]).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CountRecord {
-    pub experiment: &'static str,
+    #[serde(deserialize_with = "crate::name::static_name")]
+    pub experiment: crate::name::Name,
     pub x: f64,
     pub target: Target,
     pub variant: String,
@@ -146,7 +151,45 @@ pub struct Results {
     pub stacks: Vec<(String, String)>,
     /// The MTSS seed's MSO/PRS step (`mtss_share`), per workload and target.
     pub mtss: Vec<crate::mtss::Share>,
+    /// Measuring time of every experiment, over all sessions.
     pub elapsed: Duration,
+    /// The sessions that measured the run ([`crate::part`]), each with its experiments, in
+    /// the order they ran; one unless the run was resumed.
+    pub sessions: Vec<(crate::part::Session, Vec<String>)>,
+}
+
+/// What one experiment measured, kept in the run's directory as soon as it ends
+/// ([`crate::part`]: `--resume` goes on from there).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Part {
+    pub experiment: String,
+    pub session: crate::part::Session,
+    pub settings: crate::part::Settings,
+    /// Its measuring time.
+    pub seconds: f64,
+    pub records: Vec<Record>,
+    pub notes: Vec<Note>,
+    pub counts: Vec<CountRecord>,
+    pub stacks: Vec<(String, String)>,
+    pub mtss: Vec<crate::mtss::Share>,
+}
+
+/// The parts of the run in `out`, which must have been measured with `settings`.
+fn earlier_parts(out: &Path, settings: &crate::part::Settings) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    for (path, part) in crate::part::read_all::<Part>(out)? {
+        if part.settings != *settings {
+            return Err(format!(
+                "{} was measured with other settings ({:?}) than this run's ({:?}): resume it \
+                 with the same options, or give another --out",
+                path.display(),
+                part.settings,
+                settings
+            ));
+        }
+        parts.push(part);
+    }
+    Ok(parts)
 }
 
 /// Thread stack given to variants whose stacks grow (chunked mechanisms, split-stack, Go):
@@ -1085,8 +1128,32 @@ pub fn run(options: &Options) -> Result<Results, String> {
         .into_iter()
         .filter(|m| options.mechs.is_empty() || options.mechs.contains(m))
         .collect();
+    let settings = crate::part::Settings {
+        size: options.size,
+        runs: options.runs,
+        round_budget_seconds: options.round_budget.map(|d| d.as_secs_f64()),
+        targets: options.targets.clone(),
+        mechanisms: mechanisms.clone(),
+        peers: options.peers,
+    };
+    let earlier = earlier_parts(&options.out, &settings)?;
+    if !options.resume && !earlier.is_empty() {
+        return Err(format!(
+            "{} already holds measurements of a run ({}): --resume goes on with it, or give \
+             another --out",
+            options.out.display(),
+            crate::part::dir(&options.out).display()
+        ));
+    }
+    let this_session = crate::part::new_session(&options.root);
+    let mut parts: HashMap<String, Part> = earlier
+        .into_iter()
+        .filter(|p| experiments.iter().any(|e| e.name == p.experiment))
+        .map(|p| (p.experiment.clone(), p))
+        .collect();
     let total: usize = experiments
         .iter()
+        .filter(|e| !parts.contains_key(e.name))
         .map(|e| {
             let variants = variants_of(e, &mechanisms, &options.targets, options.peers);
             e.points
@@ -1113,6 +1180,17 @@ pub fn run(options: &Options) -> Result<Results, String> {
     };
     let mut mtss = Vec::new();
     for e in &experiments {
+        if parts.contains_key(e.name) {
+            continue;
+        }
+        let began = Instant::now();
+        let marks = (
+            session.records.len(),
+            session.notes.len(),
+            session.counts.len(),
+            session.stacks.len(),
+            mtss.len(),
+        );
         if e.name == crate::mtss::SHARE {
             // A custom step (bisections over stack sizes), not points measured in rounds.
             let progress = &mut session.progress;
@@ -1168,27 +1246,158 @@ pub fn run(options: &Options) -> Result<Results, String> {
                 .collect();
             session.run_point(e, point, &here);
         }
+        let part = Part {
+            experiment: e.name.to_string(),
+            session: this_session.clone(),
+            settings: settings.clone(),
+            seconds: began.elapsed().as_secs_f64(),
+            records: session.records[marks.0..].to_vec(),
+            notes: session.notes[marks.1..].to_vec(),
+            counts: session.counts[marks.2..].to_vec(),
+            stacks: session.stacks[marks.3..].to_vec(),
+            mtss: mtss[marks.4..].to_vec(),
+        };
+        crate::part::write(&options.out, &part.experiment, &part)?;
+        parts.insert(part.experiment.clone(), part);
     }
     session.progress.finish();
-    Ok(Results {
+    Ok(assemble(
+        options,
+        mechanisms,
+        experiments,
+        parts,
+        (&this_session, start.elapsed()),
+    ))
+}
+
+/// The results of a run from its parts, in the experiments' order. `now` is this session and
+/// how long it took: beyond its experiments' time, what it spent between them counts too.
+fn assemble(
+    options: &Options,
+    mechanisms: Vec<String>,
+    experiments: Vec<Experiment>,
+    mut parts: HashMap<String, Part>,
+    now: (&crate::part::Session, Duration),
+) -> Results {
+    let mut results = Results {
         machine: Machine::detect(),
         size: options.size,
         runs: options.runs,
         round_budget: options.round_budget,
         mechanisms,
-        experiments,
-        records: session.records,
-        notes: session.notes,
-        counts: session.counts,
-        stacks: session.stacks,
-        mtss,
-        elapsed: start.elapsed(),
-    })
+        experiments: Vec::new(),
+        records: Vec::new(),
+        notes: Vec::new(),
+        counts: Vec::new(),
+        stacks: Vec::new(),
+        mtss: Vec::new(),
+        elapsed: Duration::ZERO,
+        sessions: Vec::new(),
+    };
+    let mut measured = 0.0;
+    let mut this_session = 0.0;
+    for e in &experiments {
+        let Some(p) = parts.remove(e.name) else {
+            continue;
+        };
+        measured += p.seconds;
+        match results.sessions.iter_mut().find(|(s, _)| *s == p.session) {
+            Some((_, names)) => names.push(p.experiment.clone()),
+            None => results
+                .sessions
+                .push((p.session.clone(), vec![p.experiment.clone()])),
+        }
+        if p.session == *now.0 {
+            this_session += p.seconds;
+        }
+        results.records.extend(p.records);
+        results.notes.extend(p.notes);
+        results.counts.extend(p.counts);
+        results.stacks.extend(p.stacks);
+        results.mtss.extend(p.mtss);
+    }
+    results.sessions.sort_by_key(|(s, _)| s.id);
+    // The current session's own overhead (building, probing between experiments) counts too.
+    let overhead = (now.1.as_secs_f64() - this_session).max(0.0);
+    results.elapsed = Duration::from_secs_f64(measured + overhead);
+    results.experiments = experiments;
+    results
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run::Ending;
+
+    fn settings() -> crate::part::Settings {
+        crate::part::Settings {
+            size: Size::Tiny,
+            runs: 2,
+            round_budget_seconds: Some(10.0),
+            targets: vec![Target::X86_64],
+            mechanisms: vec!["lookahead".into()],
+            peers: true,
+        }
+    }
+
+    #[test]
+    fn a_part_reads_back_as_written_and_other_settings_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outcome = Outcome {
+            ending: Ending::Exited(0),
+            seconds: 0.25,
+            maxrss_kib: 1234,
+            minor_faults: 5,
+            major_faults: 0,
+            user_seconds: 0.2,
+            system_seconds: 0.05,
+            stats: [("overflows".to_string(), 7)].into_iter().collect(),
+            stderr_tail: String::new(),
+        };
+        let part = Part {
+            experiment: "summation_single".into(),
+            session: crate::part::new_session(dir.path()),
+            settings: settings(),
+            seconds: 12.5,
+            records: vec![Record {
+                experiment: "summation_single",
+                x: 1000.0,
+                target: Target::X86_64,
+                variant: "lookahead".into(),
+                round: 1,
+                args: "1000".into(),
+                outcome,
+            }],
+            notes: Vec::new(),
+            counts: Vec::new(),
+            stacks: vec![("summation_single x=1000".into(), "65536".into())],
+            mtss: Vec::new(),
+        };
+        crate::part::write(dir.path(), &part.experiment, &part).unwrap();
+        let back = earlier_parts(dir.path(), &settings()).unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].experiment, "summation_single");
+        assert_eq!(back[0].session, part.session);
+        assert_eq!(back[0].records[0].experiment, "summation_single");
+        assert_eq!(back[0].records[0].outcome.stats["overflows"], 7);
+        assert_eq!(back[0].stacks, part.stacks);
+        let v = Variant {
+            target: Target::I686,
+            tool: Toolchain::Cmm {
+                mech: "mtss".into(),
+                green: true,
+            },
+        };
+        let json = serde_json::to_string(&v).unwrap();
+        assert_eq!(serde_json::from_str::<Variant>(&json).unwrap(), v);
+        let mut other = settings();
+        other.runs = 10;
+        let err = earlier_parts(dir.path(), &other).unwrap_err();
+        assert!(err.contains("other settings"), "{err}");
+        assert!(earlier_parts(&dir.path().join("none"), &settings())
+            .unwrap()
+            .is_empty());
+    }
 
     #[test]
     fn slow_executables_get_fewer_rounds_but_at_least_three() {

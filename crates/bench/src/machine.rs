@@ -3,7 +3,7 @@
 use std::process::Command;
 
 /// What the report's header says about the host.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Machine {
     pub cpu_model: String,
     pub online_cpus: usize,

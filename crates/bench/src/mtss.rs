@@ -35,6 +35,25 @@ pub struct Workload {
     pub paper_overhead: f64,
 }
 
+/// A workload as its key, in a run's parts (`share::Share`).
+pub mod workload_key {
+    use super::{Workload, WORKLOADS};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(w: &Workload, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(w.key)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Workload, D::Error> {
+        let key = String::deserialize(d)?;
+        WORKLOADS
+            .iter()
+            .find(|w| w.key == key)
+            .copied()
+            .ok_or_else(|| serde::de::Error::custom(format!("no MTSS workload {key:?}")))
+    }
+}
+
 pub const WORKLOADS: [Workload; 3] = [
     Workload {
         key: "auto",

@@ -5,9 +5,10 @@
 use crate::build::Target;
 
 /// A variant that did not run (at one point, or at all).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Note {
-    pub experiment: &'static str,
+    #[serde(deserialize_with = "crate::name::static_name")]
+    pub experiment: crate::name::Name,
     pub target: Target,
     pub variant: String,
     /// `None`: the whole experiment.
@@ -16,7 +17,9 @@ pub struct Note {
     pub text: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum NoteKind {
     /// The experiment measures something the mechanism does not have (the hot split of a
     /// fixed stack); not run, and not a failure.

@@ -359,7 +359,7 @@ pub fn write_markdown(
     let _ = writeln!(
         out,
         "**Run:** `{command}`: {} run, {} measured rounds per executable after one verification \
-         run; took {}; written {} UTC.\n",
+         run; took {}{}; written {} UTC.\n",
         match results.size {
             Size::Full => "full",
             Size::Quick => "quick (reduced sizes; verdicts and per-unit figures indicative)",
@@ -367,6 +367,11 @@ pub fn write_markdown(
         },
         results.runs,
         format_duration(results.elapsed.as_secs_f64()),
+        if results.sessions.len() > 1 {
+            format!(" in {} sessions", results.sessions.len())
+        } else {
+            String::new()
+        },
         crate::machine::utc_stamp()
     );
     let _ = writeln!(
@@ -382,6 +387,30 @@ pub fn write_markdown(
             .unwrap_or_else(|| "go not installed (Go peers not available)".into()),
         results.mechanisms.join(", ")
     );
+    if results.sessions.len() > 1 {
+        let _ = writeln!(
+            out,
+            "**Sessions:** the run was stopped and resumed (`--resume`); each experiment was \
+             measured whole in one session, so no ratio mixes machines:\n"
+        );
+        for (s, names) in &results.sessions {
+            let _ = writeln!(
+                out,
+                "- {} UTC, {} ({} online CPUs), Linux {}, commit {}: {}",
+                s.started,
+                s.machine.cpu_model,
+                s.machine.online_cpus,
+                s.machine.kernel,
+                s.commit.as_deref().unwrap_or("unknown"),
+                names
+                    .iter()
+                    .map(|n| format!("`{n}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let _ = writeln!(out);
+    }
     let _ = writeln!(
         out,
         "Contents: [Findings](#findings) · [Experiments](#experiments) ({}) · [Method](#method)",

@@ -29,7 +29,7 @@ pub struct Invocation {
 }
 
 /// How an execution ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Ending {
     Exited(i32),
     Signaled(i32),
@@ -64,7 +64,7 @@ impl Ending {
 }
 
 /// What one execution measured.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub ending: Ending,
     pub seconds: f64,

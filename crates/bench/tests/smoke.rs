@@ -175,3 +175,67 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
         std::fs::copy(out.path().join("report.md"), keep.join("report.md")).unwrap();
     }
 }
+
+/// Runs the harness on tiny sizes (x86-64, two rounds) with `args`; returns whether it
+/// succeeded and its stderr.
+fn harness(out: &Path, args: &[&str]) -> (bool, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_experiments"))
+        .args([
+            "--tiny", "--runs", "2", "--target", "x86_64", "--quiet", "--cmm",
+        ])
+        .arg(compiler())
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("the harness starts");
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_stopped_run_resumes_without_measuring_its_finished_experiments_again() {
+    let out = tempfile::tempdir().expect("temporary directory");
+    let (ok, err) = harness(out.path(), &["--only", "summation_single"]);
+    assert!(ok, "{err}");
+    let rows = |csv: &str, experiment: &str| -> Vec<String> {
+        csv.lines()
+            .filter(|l| l.starts_with(&format!("{experiment},")))
+            .map(str::to_string)
+            .collect()
+    };
+    let first = std::fs::read_to_string(out.path().join("results.csv")).unwrap();
+    assert!(!rows(&first, "summation_single").is_empty(), "{first}");
+    assert!(out.path().join("parts/summation_single.json").is_file());
+
+    // Measuring into a directory that holds a run's parts, without --resume, is refused.
+    let (ok, err) = harness(out.path(), &["--only", "summation_single", "hot_split"]);
+    assert!(!ok && err.contains("--resume"), "{err}");
+    // With other settings, too.
+    let (ok, err) = harness(out.path(), &["--resume", "--no-peers"]);
+    assert!(!ok && err.contains("other settings"), "{err}");
+
+    let (ok, err) = harness(
+        out.path(),
+        &["--resume", "--only", "summation_single", "hot_split"],
+    );
+    assert!(ok, "{err}");
+    let second = std::fs::read_to_string(out.path().join("results.csv")).unwrap();
+    // The finished experiment's runs are the first session's, not measured again.
+    assert_eq!(
+        rows(&second, "summation_single"),
+        rows(&first, "summation_single")
+    );
+    assert!(!rows(&second, "hot_split").is_empty(), "{second}");
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("in 2 sessions"), "{report}");
+    let sessions: Vec<&str> = report
+        .lines()
+        .filter(|l| l.starts_with("- ") && l.contains(" UTC, "))
+        .collect();
+    assert_eq!(sessions.len(), 2, "{report}");
+    assert!(sessions[0].ends_with("`summation_single`"), "{sessions:?}");
+    assert!(sessions[1].ends_with("`hot_split`"), "{sessions:?}");
+}

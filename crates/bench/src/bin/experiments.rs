@@ -33,6 +33,11 @@ struct Cli {
     /// Output directory (default target/experiments/<UTC date and time>).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Go on with the run in --out that was stopped: the experiments it finished (kept in
+    /// OUT/parts as each ends) are kept, the others measured; then the report covers all and
+    /// names each session that measured some. Needs --out and the options the run began with.
+    #[arg(long, requires = "out")]
+    resume: bool,
     /// Targets to measure.
     #[arg(long, num_args = 1.., default_values = ["x86_64", "i686"])]
     target: Vec<String>,
@@ -133,6 +138,7 @@ fn main() {
         mechs: cli.mech,
         peers: !cli.no_peers,
         progress: !cli.quiet,
+        resume: cli.resume,
     };
     let command = format!(
         "cargo xtask experiments {}",

@@ -87,7 +87,7 @@ pub fn task_names(stdout: &str) -> Vec<String> {
 // ------------------------------------------------------------------------ the MSO/PRS step
 
 /// One page size's sizes of one workload (bytes; `None`: not found).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct PageShare {
     pub page: u64,
     /// P: each task's least stack with no overflow.
@@ -135,7 +135,7 @@ fn mso_of(need: Option<u64>, least: Option<u64>) -> Option<f64> {
 }
 
 /// The PRS of a workload (at the default page) and the runs at its budget.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Prs {
     /// f = n / of.
     pub n: u64,
@@ -164,7 +164,7 @@ impl Prs {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct PeerRun {
     pub mech: String,
     pub completed: bool,
@@ -174,8 +174,9 @@ pub struct PeerRun {
 }
 
 /// One workload on one target.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Share {
+    #[serde(with = "super::workload_key")]
     pub workload: Workload,
     pub target: Target,
     pub args: Vec<String>,
