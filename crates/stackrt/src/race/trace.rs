@@ -123,12 +123,40 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
         }
         _ => return Err((1, "not a stackrt schedule trace".into())),
     }
-    // The last event number of each thread seen so far, for the ordering check.
-    let mut last: std::collections::HashMap<u32, u64> = Default::default();
-    let mut ended: std::collections::HashSet<u32> = Default::default();
+    // The last event number of each thread seen so far (0: none), for the ordering check, and
+    // the threads that ended; by thread number (below MAX_THREADS).
+    let mut last: Vec<u64> = Vec::new();
+    let mut ended: Vec<bool> = Vec::new();
+    // A trace holds millions of lines (every decision of a run): a line's words go into this
+    // array, not a vector of their own, and a decision line is read as digits.
+    let mut buf: [&str; 24] = [""; 24];
+    let mut spill: Vec<&str> = Vec::new();
     for (no, line) in lines {
-        let words: Vec<&str> = line.split_whitespace().collect();
         let err = |m: String| (no, m);
+        let bytes = line.as_bytes();
+        if !bytes.is_empty() && bytes.len() <= 9 && bytes.iter().all(u8::is_ascii_digit) {
+            // A decision: one handle (nine digits fit an i32).
+            t.decisions.push(line.parse::<i32>().unwrap_or(0));
+            continue;
+        }
+        let mut count = 0;
+        spill.clear();
+        for w in line.split_ascii_whitespace() {
+            if count < buf.len() {
+                buf[count] = w;
+            } else {
+                if count == buf.len() {
+                    spill.extend_from_slice(&buf);
+                }
+                spill.push(w);
+            }
+            count += 1;
+        }
+        let words: &[&str] = if count <= buf.len() {
+            &buf[..count]
+        } else {
+            &spill
+        };
         let Some(first) = words.first() else {
             return Err(err("empty line".into()));
         };
@@ -153,8 +181,13 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
                 }
             }
             "event" => {
-                let e = parse_event(&words).map_err(err)?;
-                if last.get(&e.thread).is_some_and(|&n| n >= e.seq) {
+                let e = parse_event(words).map_err(err)?;
+                let i = e.thread as usize;
+                if last.len() <= i {
+                    last.resize(i + 1, 0);
+                    ended.resize(i + 1, false);
+                }
+                if last[i] >= e.seq {
                     return Err((
                         no,
                         format!(
@@ -163,10 +196,10 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
                         ),
                     ));
                 }
-                if ended.contains(&e.thread) {
+                if ended[i] {
                     return Err((no, format!("thread {} ended above", e.thread)));
                 }
-                last.insert(e.thread, e.seq);
+                last[i] = e.seq;
                 t.events.push(e);
             }
             "end" => {
@@ -177,9 +210,15 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
                 let n: u64 = words[2]
                     .parse()
                     .map_err(|_| (no, format!("{:?} is not a number of events", words[2])))?;
-                if last.get(&th).is_some_and(|&l| l > n) || !ended.insert(th) {
+                let i = th as usize;
+                if last.len() <= i {
+                    last.resize(i + 1, 0);
+                    ended.resize(i + 1, false);
+                }
+                if last[i] > n || ended[i] {
                     return Err((no, format!("thread {th} cannot end here")));
                 }
+                ended[i] = true;
                 t.ends.push((th, n));
             }
             other => return Err(err(format!("{other:?} starts no known line"))),
