@@ -12,11 +12,12 @@ commands:
   setup   install what the i686 target needs (Rust target i686-unknown-linux-gnu, gcc-multilib)
   test    set up if needed, then run every test, clippy and rustfmt (what CI runs)
   check-setup  report whether the i686 toolchain pieces are present (exit 1 if not)
-  experiments [--quick] [--only NAME...] [--runs N] [--round-budget S] [--out DIR]
+  experiments [--quick] [--only NAME...] [--runs N] [--round-budget S] [--out DIR [--resume]]
           build the compiler and the harness (release), then re-measure the thesis's and the
           paper's experiments: report.md, results.csv and plots in DIR (default
-          target/experiments/<date>); --quick takes under 5 minutes, the full run about
-          2 hours; `--help` after `experiments` lists every option
+          target/experiments/<date>); --quick takes under 5 minutes, the full run more than
+          3 hours (--resume goes on with a stopped run in DIR, keeping the experiments it
+          finished); `--help` after `experiments` lists every option
 ";
 
 fn main() {
