@@ -17,8 +17,9 @@ use stackrt::race::detect::{self, Cell};
 
 const THREADS: usize = 6;
 /// Each thread's slot: spread over four blocks of a read set (a block holds 7 slots), so that
-/// threads share entry positions in different blocks (`detect`'s homes).
-const SLOT: [usize; THREADS] = [0, 1, 8, 7, 14, 22];
+/// threads share entry positions in different blocks (`detect`'s homes), and one beyond the
+/// slots that have a home.
+const SLOT: [usize; THREADS] = [0, 1, 8, 7, 22, 40];
 const WORDS: usize = 3;
 const LOCKS: usize = 2;
 
@@ -254,4 +255,49 @@ fn the_model_check_can_fail_a_detector_that_misses_races() {
     // Thread 0's write is still unordered with thread 2's: a race in both.
     assert_eq!(model, vec![0]);
     assert!(race.is_none() || clock::site(race.unwrap().prev) == 0);
+}
+
+/// Reads of threads with and without a home in a shared read set (thread 5's slot has none),
+/// then a write ordered after every reader but thread 5: it races with thread 5's read, which
+/// the set must therefore hold, and with nothing else.
+#[test]
+fn a_read_by_a_thread_without_a_home_is_kept_in_a_shared_set() {
+    let read = |t: usize| Op::Access {
+        t,
+        word: 0,
+        write: false,
+        mask: 0xff,
+    };
+    for (first, second) in [(0, 1), (5, 0), (1, 5)] {
+        let mut w = World::new();
+        let mut i = 0;
+        let mut step = |w: &mut World, o: &Op| {
+            i += 1;
+            w.step(o, i)
+        };
+        step(&mut w, &read(first));
+        step(&mut w, &read(second));
+        // Thread 5 reads (once more if it did already: the same epoch's read is not new).
+        step(&mut w, &read(5));
+        step(&mut w, &read(5));
+        for from in [0, 1] {
+            step(&mut w, &Op::Join { t: 2, from });
+        }
+        let (race, model) = step(
+            &mut w,
+            &Op::Access {
+                t: 2,
+                word: 0,
+                write: true,
+                mask: 0xff,
+            },
+        )
+        .unwrap();
+        let race = race.unwrap_or_else(|| panic!("({first}, {second}): no race, model {model:?}"));
+        assert!(
+            model.contains(&clock::site(race.prev)),
+            "({first}, {second}): {model:?}"
+        );
+        assert!(!race.prev_write);
+    }
 }

@@ -29,7 +29,8 @@
 //! before the write ([`conflicts`]), which makes it a real race; and a read that covers it
 //! is kept too, so no race is missed. Kept reads go when a write covers their bytes. So a
 //! thread's first read of data that several threads read costs one entry's store, and its
-//! same-epoch check one entry's load, whatever the number of readers.
+//! same-epoch check one entry's load, whatever the number of readers. Threads of slots beyond
+//! [`HOME_SLOTS`] have no home: their reads take any free entry and are searched for.
 //!
 //! # Locking
 //!
@@ -240,28 +241,41 @@ fn for_entries(s: *mut ReadSet, mut f: impl FnMut(&AtomicU64)) {
     }
 }
 
+/// Thread slots below this have a home (the first four blocks of a set): a set grows to its
+/// readers' home blocks, and a home further down would cost a cell read by a few threads of
+/// high slots a long chain. Threads of higher slots take any free entry, as sets did before
+/// homes.
+const HOME_SLOTS: usize = 28;
+
 /// The *home* of `acc`'s thread in the chain at `s`: entry `slot % 7` of block `slot / 7`,
 /// where its reads go when the entry is free (a read vector clock's layout, FastTrack's, for
 /// the common case), so that its same-epoch check loads one entry ([`read_is_redundant`]).
-/// `None` if the chain is shorter.
+/// `None` if its slot has no home ([`HOME_SLOTS`]), `Some(None)` if the chain is shorter.
 #[inline(always)]
-fn home(s: *mut ReadSet, acc: u64) -> Option<&'static AtomicU64> {
+fn home(s: *mut ReadSet, acc: u64) -> Option<Option<&'static AtomicU64>> {
     let slot = clock::slot(acc);
+    if slot >= HOME_SLOTS {
+        return None;
+    }
     let mut s = s;
     for _ in 0..slot / 7 {
         // SAFETY: sets are leaked ReadSets (type-stable).
         s = unsafe { (*s).next.load(Relaxed) };
         if s.is_null() {
-            return None;
+            return Some(None);
         }
     }
     // SAFETY: as above.
-    Some(unsafe { &(*s).entries[slot % 7] })
+    Some(Some(unsafe { &(*s).entries[slot % 7] }))
 }
 
-/// [`home`], adding empty blocks to reach it. The caller holds the cell's lock.
-fn home_or_grow(s: *mut ReadSet, acc: u64) -> &'static AtomicU64 {
+/// [`home`], adding empty blocks to reach it; `None` if its slot has no home. The caller holds
+/// the cell's lock.
+fn home_or_grow(s: *mut ReadSet, acc: u64) -> Option<&'static AtomicU64> {
     let slot = clock::slot(acc);
+    if slot >= HOME_SLOTS {
+        return None;
+    }
     let mut s = s;
     for _ in 0..slot / 7 {
         // SAFETY: sets are leaked ReadSets (type-stable); the chain is the locked cell's.
@@ -274,16 +288,17 @@ fn home_or_grow(s: *mut ReadSet, acc: u64) -> &'static AtomicU64 {
         s = next;
     }
     // SAFETY: as above.
-    unsafe { &(*s).entries[slot % 7] }
+    Some(unsafe { &(*s).entries[slot % 7] })
 }
 
 /// Puts `acc` into its home in the chain at `s` if free, else the first free entry, adding a
 /// block if all are used. The caller holds the cell's lock.
 fn insert(s: *mut ReadSet, acc: u64) {
-    let h = home_or_grow(s, acc);
-    if h.load(Relaxed) == 0 {
-        h.store(acc, Relaxed);
-        return;
+    if let Some(h) = home_or_grow(s, acc) {
+        if h.load(Relaxed) == 0 {
+            h.store(acc, Relaxed);
+            return;
+        }
     }
     let mut s = s;
     loop {
@@ -330,12 +345,16 @@ pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
     // A thread's reads go home whenever home is free or its own ([`read`], [`insert`]), so
     // only a home taken by another thread sends them elsewhere. ("Not redundant" is always
     // safe: [`read`] then finds what a search here would.)
-    let Some(h) = home(s, acc) else {
-        return false;
-    };
-    let h = h.load(Relaxed);
-    if h == 0 || clock::slot(h) == clock::slot(acc) {
-        return same_epoch_covering(h, acc);
+    match home(s, acc) {
+        // Its home block does not exist: it never read here.
+        Some(None) => return false,
+        Some(Some(h)) => {
+            let h = h.load(Relaxed);
+            if h == 0 || clock::slot(h) == clock::slot(acc) {
+                return same_epoch_covering(h, acc);
+            }
+        }
+        None => {}
     }
     while !s.is_null() {
         // SAFETY: as above.
@@ -383,23 +402,24 @@ pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
             cell.r.store(acc, Relaxed);
         } else {
             let p = new_set() as *const ReadSet as *mut ReadSet;
-            home_or_grow(p, r).store(r, Relaxed);
+            insert(p, r);
             insert(p, acc);
             cell.r.store(SHARED | p as usize as u64, Relaxed);
         }
     } else {
         let s = set_of(r);
-        let h = home_or_grow(s, acc);
-        let v = h.load(Relaxed);
-        if v != 0 && same_epoch_covering(v, acc) {
-            return race;
-        }
-        if v == 0 || (clock::slot(v) == clock::slot(acc) && replaces(v)) {
-            // Its home entry is free or holds an earlier read of its own thread of no other
-            // bytes: the read goes there, leaving the other entries alone (module docs, "Kept
-            // reads").
-            h.store(acc, Relaxed);
-            return race;
+        if let Some(h) = home_or_grow(s, acc) {
+            let v = h.load(Relaxed);
+            if v != 0 && same_epoch_covering(v, acc) {
+                return race;
+            }
+            if v == 0 || (clock::slot(v) == clock::slot(acc) && replaces(v)) {
+                // Its home entry is free or holds an earlier read of its own thread of no
+                // other bytes: the read goes there, leaving the other entries alone (module
+                // docs, "Kept reads").
+                h.store(acc, Relaxed);
+                return race;
+            }
         }
         let mut known = false;
         for_entries(s, |e| {
