@@ -865,7 +865,10 @@ impl Session<'_> {
                     v.label()
                 ));
                 let values = match count {
-                    Count::Instructions => count_instructions(exe, args, v.target).map(|n| vec![n]),
+                    Count::Instructions => {
+                        let env = self.invocation(e, v, exe, args).env;
+                        count_instructions(exe, args, v.target, &env).map(|n| vec![n])
+                    }
                     Count::Syscalls => {
                         // Under strace every system call is slow: count at a hundredth and a
                         // tenth of the repetitions (the last argument), at least 1 and 10.
@@ -975,21 +978,34 @@ impl Session<'_> {
     }
 }
 
-/// User-space instructions of one run (valgrind's `I refs`), or why not.
-fn count_instructions(exe: &Path, args: &[String], target: Target) -> Result<u64, String> {
+/// User-space instructions of one run (valgrind's `I refs`) with the environment `env` of its
+/// measured runs, or why not.
+fn count_instructions(
+    exe: &Path,
+    args: &[String],
+    target: Target,
+    env: &[(String, String)],
+) -> Result<u64, String> {
     // Valgrind gives its client an 8 MiB stack unless told otherwise; a 32-bit valgrind cannot
     // reserve more than about 64 MiB here.
-    let stack = match target {
-        Target::X86_64 => "--main-stacksize=1073741824",
-        Target::I686 => "--main-stacksize=67108864",
+    let stack: u64 = match target {
+        Target::X86_64 => 1 << 30,
+        Target::I686 => 64 << 20,
     };
-    let out = std::process::Command::new("valgrind")
+    let mut cmd = std::process::Command::new("valgrind");
+    cmd.envs(env.iter().map(|(k, v)| (k, v)));
+    // `mtss` carves main's stack from its region, sized by the stack limit, which valgrind's
+    // option does not raise: the same size, unless the run sets its own.
+    if !env.iter().any(|(k, _)| k == "STACKRT_MTSS_MAIN_STACK") {
+        cmd.env("STACKRT_MTSS_MAIN_STACK", stack.to_string());
+    }
+    let out = cmd
         .args([
             "--tool=cachegrind",
             "--cache-sim=no",
             "--cachegrind-out-file=/dev/null",
         ])
-        .arg(stack)
+        .arg(format!("--main-stacksize={stack}"))
         .arg(exe)
         .args(args)
         .stdout(std::process::Stdio::null())
