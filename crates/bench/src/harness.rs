@@ -61,8 +61,8 @@ pub fn rounds_within(budget: Option<Duration>, runs: usize, verification_seconds
 /// One execution, as written to `results.csv`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Record {
-    #[serde(deserialize_with = "crate::name::static_name")]
-    pub experiment: crate::name::Name,
+    #[serde(deserialize_with = "crate::persist::static_name")]
+    pub experiment: crate::persist::Name,
     pub x: f64,
     pub target: Target,
     pub variant: String,
@@ -75,8 +75,8 @@ pub struct Record {
 /// A one-off count of one executable (see [`Count`]).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct CountRecord {
-    #[serde(deserialize_with = "crate::name::static_name")]
-    pub experiment: crate::name::Name,
+    #[serde(deserialize_with = "crate::persist::static_name")]
+    pub experiment: crate::persist::Name,
     pub x: f64,
     pub target: Target,
     pub variant: String,
@@ -96,6 +96,7 @@ impl NoteKind {
             NoteKind::NotAvailable => "not available",
             NoteKind::FixedStackCannot => "a fixed stack could not do it",
             NoteKind::OutOfResources => "exceeds this machine's limits",
+            NoteKind::PeerLimit => "beyond the peer's own limits",
             NoteKind::Failed => "failed",
         }
     }
@@ -804,6 +805,13 @@ impl Session<'_> {
                     NoteKind::FixedStackCannot
                 } else if out_of_resources(&outcome.stderr_tail) {
                     NoteKind::OutOfResources
+                } else if v.tool == Toolchain::Go
+                    && outcome.stderr_tail.contains("goroutine stack exceeds")
+                {
+                    // Go stops a goroutine's stack at its limit (1 GB on 64-bit unless
+                    // `debug.SetMaxStack` raises it) and never lets it pass twice the default
+                    // (the runtime's `maxstackceiling`, stack.go).
+                    NoteKind::PeerLimit
                 } else {
                     NoteKind::Failed
                 };
@@ -1365,7 +1373,8 @@ mod tests {
             maxrss_kib: 1234,
             minor_faults: 5,
             major_faults: 0,
-            user_seconds: 0.2,
+            // A run that timed out has no CPU times.
+            user_seconds: f64::NAN,
             system_seconds: 0.05,
             stats: [("overflows".to_string(), 7)].into_iter().collect(),
             stderr_tail: String::new(),
@@ -1396,6 +1405,8 @@ mod tests {
         assert_eq!(back[0].session, part.session);
         assert_eq!(back[0].records[0].experiment, "summation_single");
         assert_eq!(back[0].records[0].outcome.stats["overflows"], 7);
+        assert!(back[0].records[0].outcome.user_seconds.is_nan());
+        assert_eq!(back[0].records[0].outcome.system_seconds, 0.05);
         assert_eq!(back[0].stacks, part.stacks);
         let v = Variant {
             target: Target::I686,

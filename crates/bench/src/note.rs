@@ -7,8 +7,8 @@ use crate::build::Target;
 /// A variant that did not run (at one point, or at all).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Note {
-    #[serde(deserialize_with = "crate::name::static_name")]
-    pub experiment: crate::name::Name,
+    #[serde(deserialize_with = "crate::persist::static_name")]
+    pub experiment: crate::persist::Name,
     pub target: Target,
     pub variant: String,
     /// `None`: the whole experiment.
@@ -30,6 +30,8 @@ pub enum NoteKind {
     FixedStackCannot,
     /// Ran out of a resource of this machine (memory, kernel memory mappings, threads).
     OutOfResources,
+    /// A peer stopped at a limit of its own (Go's largest goroutine stack).
+    PeerLimit,
     /// Failed or printed something else than the others.
     Failed,
 }

@@ -67,13 +67,16 @@ impl Ending {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     pub ending: Ending,
+    #[serde(with = "crate::persist::maybe_nan")]
     pub seconds: f64,
     pub maxrss_kib: u64,
     /// Page faults served without / with I/O (`ru_minflt`, `ru_majflt`).
     pub minor_faults: u64,
     pub major_faults: u64,
-    /// CPU time in user and kernel mode, all threads.
+    /// CPU time in user and kernel mode, all threads (NaN: not known, the run timed out).
+    #[serde(with = "crate::persist::maybe_nan")]
     pub user_seconds: f64,
+    #[serde(with = "crate::persist::maybe_nan")]
     pub system_seconds: f64,
     /// `stackrt` statistics (`STACKRT_STATS=1`), by snake_case name, first number of the line.
     pub stats: BTreeMap<String, u64>,
@@ -105,7 +108,17 @@ pub fn parse_stats(stderr: &str) -> (BTreeMap<String, u64>, String) {
         stats.insert(name, words[position].parse().expect("checked above"));
     }
     let keep = other.len().saturating_sub(3);
-    (stats, other[keep..].join(" | "))
+    let mut tail: Vec<&str> = other[keep..].to_vec();
+    // A Go peer's fatal error comes first and its goroutines' stacks after it: the line that
+    // says why leads the tail.
+    if let Some(why) = other[..keep].iter().find(|l| {
+        l.starts_with("fatal error:")
+            || l.starts_with("panic:")
+            || l.starts_with("runtime: goroutine stack exceeds")
+    }) {
+        tail.insert(0, why);
+    }
+    (stats, tail.join(" | "))
 }
 
 /// Runs executions through the `runrss` helper.
@@ -348,6 +361,26 @@ pub fn parse_mtss_stats_line(line: &str, stats: &mut BTreeMap<String, u64>) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_go_fatal_error_leads_the_tail_of_its_stack_traces() {
+        let stderr = "runtime: goroutine stack exceeds 1000000000-byte limit\n\
+                      runtime: sp=0xc020160398 stack=[0xc020160000, 0xc040160000]\n\
+                      fatal error: stack overflow\n\nruntime stack:\n\
+                      runtime.throw({0x4b2c2a?, 0x0?})\n\
+                      \t/usr/local/go/src/runtime/panic.go:1101 +0x48\n\
+                      created by runtime.createfing in goroutine 1\n\
+                      \t/usr/local/go/src/runtime/mfinal.go:172 +0x3d\n";
+        let (_, tail) = parse_stats(stderr);
+        assert!(
+            tail.starts_with("runtime: goroutine stack exceeds 1000000000-byte limit | "),
+            "{tail}"
+        );
+        assert!(tail.ends_with("mfinal.go:172 +0x3d"), "{tail}");
+        // Short messages stay as they are.
+        let (_, tail) = parse_stats("stackrt: thread 3: out of memory\n");
+        assert_eq!(tail, "stackrt: thread 3: out of memory");
+    }
 
     #[test]
     fn stats_lines_are_parsed() {

@@ -185,6 +185,7 @@ pub struct Share {
     pub prs: Option<Prs>,
     pub problems: Vec<String>,
     pub runs: usize,
+    #[serde(with = "crate::persist::maybe_nan")]
     pub seconds: f64,
 }
 
