@@ -1440,7 +1440,7 @@ mod tests {
 
     #[test]
     fn running_out_of_memory_mappings_or_threads_is_a_limit_not_a_failure() {
-        // Messages of the committed full run (docs/experiments/2026-11-24-full/report.md).
+        // Messages of the full run of 2026-11-24 (its report was in docs/experiments/).
         for limit in [
             "exit status 1 sthread_create: cannot map a stack of 65536 bytes for green thread \
              32745: ENOMEM: Out of memory",
