@@ -937,8 +937,9 @@ fn check_bias(
     bias
 }
 
-/// Defines `__cmm_check_bias` (mirrors `stackrt::base::abi::CHECK_BIAS_SYMBOL`).
-fn emit_check_bias(bias: u32, out: &mut String) {
+/// Defines `__cmm_check_bias` (mirrors `stackrt::base::abi::CHECK_BIAS_SYMBOL`); `mtss`
+/// defines it too, for its limit word.
+pub(super) fn emit_check_bias(bias: u32, out: &mut String) {
     out.push_str("\t.section .rodata\n\t.globl __cmm_check_bias\n\t.p2align 2\n");
     out.push_str("\t.type __cmm_check_bias, @object\n\t.size __cmm_check_bias, 4\n");
     let _ = writeln!(out, "__cmm_check_bias:\n\t.long {bias}");

@@ -15,8 +15,8 @@
 //!
 //! ```text
 //!  paper figure 3                               this stage (x86-64; i686: ecx, edx, esp, ebp)
-//!  if ((Stack-Ptr < Overflow-Ptr[task]) ||      lea  r11, [rsp - (S + P + 16)]
-//!      Overflow-Started[task])                  cmp  r11, qword ptr [rbp]     ; limit
+//!  if ((Stack-Ptr < Overflow-Ptr[task]) ||      lea  r11, [rsp - (S + P + 16 - B)]
+//!      Overflow-Started[task])                  cmp  r11, qword ptr [rbp]     ; limit + B
 //!    call overflow handler                      jb   .LmtK_ovf
 //!                                             .LmtK_go:
 //!                                               sub  rsp, S
@@ -38,7 +38,7 @@
 //! words), because under callee-cleanup the caller pushes them below its frame before the
 //! callee's own check runs; and 16 bytes of slack for the overflow handler's return address.
 //!
-//! The overflow handler ([`OVERFLOW_HANDLER`]) takes `ceil((S + P + 16 + A + slot) / page)`
+//! The overflow handler ([`OVERFLOW_HANDLER`]) takes `ceil((S + P + 16 + B + A + slot) / page)`
 //! contiguous pages from another thread (the one with the fewest pages lent, holes first),
 //! copies the `A` bytes of arguments and the return address there (the paper: "overflowing
 //! procedure arguments are copied over to the new stack page"), replaces the copied return
@@ -48,6 +48,19 @@
 //! caller's stack pointer and limit, and jumps to the real return address. So the paper's
 //! check at every procedure exit is made only by the first frame of a page, which is the only
 //! one that can leave it: a function that does not overflow pays nothing on return.
+//!
+//! # The check bias
+//!
+//! The record's first word is not the limit itself but the limit plus the program's *check
+//! bias* `B` (`__cmm_check_bias`, as under `lookahead`): the largest room of a checked function
+//! that is at most [`BIAS_CAP`] bytes. A function whose room `R` is at most `B` then checks
+//! with two instructions, `cmp rsp, qword ptr [rbp]; jb .LmtK_ovf` (the stack pointer at least
+//! `B >= R` bytes above the limit); a larger one keeps the `lea` with `R - B`, the same
+//! condition as `rsp - R >= limit`. A short check may fail with `R` bytes still free (at most
+//! `B - R` too early): the runtime lends the room and `B` more, so the function's first callee
+//! need not overflow again. A native stack thus holds up to `B` bytes fewer before its
+//! thread overflows; on the workloads' hot functions (rooms 40-96 bytes) the check is one
+//! instruction shorter, measured in the README's MTSS section.
 //!
 //! # Functions without a check
 //!
@@ -131,6 +144,11 @@ pub const THREAD_REGISTER: u8 = regs::RBP;
 /// (and the i686 handler's alignment).
 pub const CHECK_SLACK: u32 = 16;
 
+/// The largest check bias (module docs, "The check bias"): a paper page. A larger bias would
+/// make short checks of larger functions, but every native stack and every grant of pages
+/// would keep that many bytes unused.
+pub const BIAS_CAP: u32 = 128;
+
 /// Bytes of the thread's stack a C call uses below the arguments it pushed: the trampoline's
 /// words ([`super::ccall::CCALL_STACK`]).
 const C_CALL_WORDS: u32 = super::ccall::CCALL_STACK;
@@ -172,7 +190,7 @@ impl Mechanism for MtssBase {
         target.slot()
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
-        entry_check(f, f.frame_size + CHECK_SLACK, out);
+        entry_check(f, f.frame_size + CHECK_SLACK, 0, out);
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
@@ -195,6 +213,8 @@ struct Mtss {
     /// Per function symbol: the room its entry check tests, or `None` for a function without
     /// a check (module docs, "Functions without a check"); the map is absent in the first pass.
     room: Option<HashMap<String, Option<u32>>>,
+    /// The program's check bias (module docs, "The check bias"); 0 in the first pass.
+    bias: u32,
     /// The program runs green threads: the thread library's calls go through the library stub.
     green: bool,
     /// `--race`: under green threads the detector's entries are called on the thread's stack (module
@@ -256,7 +276,7 @@ impl Mechanism for Mtss {
             None => Some(f.frame_size + CHECK_SLACK),
         };
         if let Some(room) = room {
-            entry_check(f, room, out);
+            entry_check(f, room, self.bias, out);
         } else {
             let _ = writeln!(
                 out,
@@ -307,19 +327,31 @@ impl Mechanism for Mtss {
     }
 }
 
-/// The entry check (see the module docs) and, out of line, the call of the overflow handler.
-/// Its labels are named after the function (unique in the file).
-fn entry_check(f: &FrameInfo, room: u32, out: &mut String) {
+/// The entry check (see the module docs) of a function needing `room` bytes, against the limit
+/// word biased by `bias`, and, out of line, the call of the overflow handler. Its labels are
+/// named after the function (unique in the file).
+fn entry_check(f: &FrameInfo, room: u32, bias: u32, out: &mut String) {
     let (sp, tr, scratch, scratch32, args32, word) = match f.target {
         Target::X86_64 => ("rsp", "rbp", "r11", "r11d", "r10d", "qword"),
         Target::I686 => ("esp", "ebp", "ecx", "ecx", "edx", "dword"),
     };
     let l = f.symbol;
-    let _ = writeln!(out, "\tlea {scratch}, [{sp} - {room}]\t# mtss: room {room}");
-    let _ = writeln!(
-        out,
-        "\tcmp {scratch}, {word} ptr [{tr}]\t# the thread's limit"
-    );
+    if room <= bias {
+        let _ = writeln!(
+            out,
+            "\tcmp {sp}, {word} ptr [{tr}]\t# mtss: room {room}, within the bias {bias}"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\tlea {scratch}, [{sp} - {}]\t# mtss: room {room}, bias {bias}",
+            room - bias
+        );
+        let _ = writeln!(
+            out,
+            "\tcmp {scratch}, {word} ptr [{tr}]\t# the thread's limit + bias"
+        );
+    }
     let _ = writeln!(out, "\tjb .Lmt_{l}_ovf");
     let _ = writeln!(out, ".Lmt_{l}_go:");
     out.push_str("\t.subsection 1\n");
@@ -329,6 +361,17 @@ fn entry_check(f: &FrameInfo, room: u32, out: &mut String) {
     let _ = writeln!(out, "\tcall {OVERFLOW_HANDLER}");
     let _ = writeln!(out, "\tjmp .Lmt_{l}_go");
     out.push_str("\t.subsection 0\n");
+}
+
+/// The program's check bias (module docs, "The check bias"): the largest room of a checked
+/// function within [`BIAS_CAP`], 0 if none.
+fn check_bias(room: &HashMap<String, Option<u32>>) -> u32 {
+    room.values()
+        .flatten()
+        .copied()
+        .filter(|&r| r <= BIAS_CAP)
+        .max()
+        .unwrap_or(0)
 }
 
 /// Emits the whole program under `mtss`: a first pass learns every function's frame and
@@ -350,6 +393,7 @@ pub fn emit_program(
         .any(|e| e.name.starts_with(crate::race::ENTRY_PREFIX));
     let first = Mtss {
         room: None,
+        bias: 0,
         green,
         race,
         state: RefCell::new(State::default()),
@@ -366,8 +410,10 @@ pub fn emit_program(
         .collect();
     let plan = plan_checks(&st.frames, &st.calls, &entered);
     let margin = plan.margin;
+    let bias = check_bias(&plan.room);
     let mech = Mtss {
         room: Some(plan.room),
+        bias,
         green,
         race,
         state: RefCell::new(State::default()),
@@ -380,6 +426,7 @@ pub fn emit_program(
         "\t.section .rodata\n\t.globl {MARGIN_SYMBOL}\n\t.p2align 2\n\t.type {MARGIN_SYMBOL}, \
          @object\n\t.size {MARGIN_SYMBOL}, 4\n{MARGIN_SYMBOL}:\n\t.long {margin}"
     );
+    super::lookahead::emit_check_bias(bias, &mut out);
     Ok(out)
 }
 
@@ -570,5 +617,74 @@ mod tests {
         assert_eq!(p.room["big"], Some(UNCHECKED_NEED + 8 + 16));
         // `main` calls the checked `f` and `big`: its largest push, 16.
         assert_eq!(p.room["main"], Some(16 + 16));
+    }
+
+    /// Hand-computed: checked rooms 40, 88, 128 and 200 and an unchecked function give the
+    /// bias 128 (200 is over the cap); rooms all over the cap give 0.
+    #[test]
+    fn the_bias_is_the_largest_room_within_the_cap() {
+        let rooms = |v: &[Option<u32>]| {
+            v.iter()
+                .enumerate()
+                .map(|(i, r)| (format!("f{i}"), *r))
+                .collect::<HashMap<_, _>>()
+        };
+        let r = rooms(&[Some(40), Some(88), Some(BIAS_CAP), Some(200), None]);
+        assert_eq!(check_bias(&r), BIAS_CAP);
+        assert_eq!(check_bias(&rooms(&[Some(40), Some(88), None])), 88);
+        assert_eq!(check_bias(&rooms(&[Some(BIAS_CAP + 8), None])), 0);
+    }
+
+    /// A room within the bias (the boundary included) compares the stack pointer itself; a
+    /// larger room subtracts only what exceeds the bias; the handler always gets the room.
+    #[test]
+    fn short_checks_within_the_bias() {
+        for (t, sp, tr, scratch) in [
+            (Target::X86_64, "rsp", "rbp", "r11"),
+            (Target::I686, "esp", "ebp", "ecx"),
+        ] {
+            let f = FrameInfo {
+                target: t,
+                symbol: "cmm_f",
+                frame_size: 24,
+                arg_bytes: 8,
+            };
+            let lines = |room, bias| {
+                let mut out = String::new();
+                entry_check(&f, room, bias, &mut out);
+                out.lines()
+                    .map(|l| l.split('#').next().unwrap().trim().to_string())
+                    .collect::<Vec<_>>()
+            };
+            let short = lines(88, 88);
+            assert_eq!(short[0], format!("cmp {sp}, {} ptr [{tr}]", t_word(t)));
+            assert_eq!(short[1], "jb .Lmt_cmm_f_ovf");
+            assert!(
+                short.contains(&format!("mov {}, 88", scratch32(t))),
+                "{short:?}"
+            );
+            let long = lines(96, 88);
+            assert_eq!(long[0], format!("lea {scratch}, [{sp} - 8]"));
+            assert_eq!(long[1], format!("cmp {scratch}, {} ptr [{tr}]", t_word(t)));
+            assert!(
+                long.contains(&format!("mov {}, 96", scratch32(t))),
+                "{long:?}"
+            );
+            assert_eq!(lines(96, 0)[0], format!("lea {scratch}, [{sp} - 96]"));
+        }
+    }
+
+    fn t_word(t: Target) -> &'static str {
+        match t {
+            Target::X86_64 => "qword",
+            Target::I686 => "dword",
+        }
+    }
+
+    fn scratch32(t: Target) -> &'static str {
+        match t {
+            Target::X86_64 => "r11d",
+            Target::I686 => "ecx",
+        }
     }
 }

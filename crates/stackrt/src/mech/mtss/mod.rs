@@ -7,9 +7,10 @@
 //!
 //! # The thread record
 //! The thread register (`rbp`/`ebp`) points at the running thread's [`MtssThread`] while C--
-//! code runs. Its first word is the *limit* the entry checks compare against: the thread's
-//! overflow pointer while it runs on its native stack, the low end of the page it runs on
-//! otherwise. Other threads write it (under the space's lock) when they take pages from its
+//! code runs. Its first word is the *limit* the entry checks compare against, plus the
+//! program's check bias (`__cmm_check_bias`, the compiler's module docs, "The check bias"):
+//! the thread's overflow pointer while it runs on its native stack, the low end of the page it
+//! runs on otherwise. Other threads write it (under the space's lock) when they take pages from its
 //! native stack; only the owner reads the rest.
 //!
 //! # Overflow and return
@@ -95,7 +96,7 @@ const MIN_REGION: usize = 16 << 20;
 /// assembly at fixed offsets.
 #[repr(C)]
 pub struct MtssThread {
-    /// Word 0: the limit of the entry checks.
+    /// Word 0: the limit of the entry checks, plus the check bias ([`Shared::bias`]).
     limit: AtomicUsize,
     /// Word 1: the native stack's top (the entry trampoline's first stack pointer).
     top: usize,
@@ -160,7 +161,7 @@ struct PageFrame {
     caller_sp: usize,
     /// That function's real return address.
     ret: usize,
-    /// The limit before the overflow.
+    /// The limit word before the overflow (bias included).
     prev_limit: usize,
 }
 
@@ -172,6 +173,9 @@ struct Shared {
     page: usize,
     /// The program's lending margin (`__cmm_mtss_margin`; module docs, "Who may lend").
     margin: usize,
+    /// The program's check bias (`__cmm_check_bias`): the limit word is the limit plus this,
+    /// and a grant holds this many bytes more than the room asked for (module docs).
+    bias: usize,
     region: (usize, usize),
     /// Threads that may still give pages back or become donors: entered, not parked in the
     /// thread library and not waiting for room ([`stackrt_mtss_grow`]).
@@ -289,6 +293,7 @@ fn reserve_region() -> Shared {
         owners: Vec::new(),
         page,
         margin: crate::base::program::program_mtss_margin(),
+        bias: crate::base::program::program_check_bias().unwrap_or(0),
         region: (base, len),
         active: 0,
         waiters: 0,
@@ -421,7 +426,7 @@ fn register(
     green: bool,
 ) -> *mut MtssThread {
     let rec = Box::into_raw(Box::new(MtssThread {
-        limit: AtomicUsize::new(sh.space.limit(carved.id)),
+        limit: AtomicUsize::new(sh.space.limit(carved.id) + sh.bias),
         top,
         ret_to: 0,
         ret_sp: 0,
@@ -520,7 +525,7 @@ fn sync_limit(sh: &Shared, id: StackId) {
     if let Some(Some(o)) = sh.owners.get(id.0 as usize) {
         if !o.on_pages {
             // SAFETY: a registered record is live until `leave` unregisters it under this lock.
-            unsafe { (*o.rec).limit.store(sh.space.limit(id), Release) };
+            unsafe { (*o.rec).limit.store(sh.space.limit(id) + sh.bias, Release) };
         }
     }
 }
@@ -575,12 +580,14 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
     // but for its atomic limit.
     let r = unsafe { &mut *rec };
     let copy = args + P;
-    let bytes = room + copy;
     if green::on() && crate::chunk::handler::take_resumed() {
         // A retry after a wait for room (below): the switch that resumed the thread is done.
         green::resume_hook();
     }
     let mut sh = lock();
+    // A short check may fail up to the bias early; the bias more lets the function's first
+    // callee pass its own check on the pages.
+    let bytes = room + sh.bias + copy;
     // The lowest word of the native stack in use until the stub has jumped to the pages is the
     // stub's own return address, just below the function's arguments; once the function
     // returns, its callers may push down to the lending margin below them (module docs).
@@ -638,7 +645,7 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
         }
     };
     sync_limit(&sh, grant.donor);
-    let page = sh.page;
+    let (page, bias) = (sh.page, sh.bias);
     if r.frames.is_empty() {
         // Its native stack below the function's arguments is free until it comes back (the
         // arguments are copied; the stub reads its return address below them after this).
@@ -667,7 +674,7 @@ pub unsafe extern "C" fn stackrt_mtss_grow(
         ret,
         prev_limit: r.limit.load(Relaxed),
     });
-    r.limit.store(grant.low, Release);
+    r.limit.store(grant.low + bias, Release);
     new_sp
 }
 
@@ -693,7 +700,7 @@ pub unsafe extern "C" fn stackrt_mtss_shrink(rec: *mut MtssThread) {
         if let Some(Some(o)) = sh.owners.get_mut(r.id.0 as usize) {
             o.on_pages = false;
         }
-        r.limit.store(sh.space.limit(r.id), Release);
+        r.limit.store(sh.space.limit(r.id) + sh.bias, Release);
     } else {
         r.limit.store(f.prev_limit, Release);
     }
