@@ -588,6 +588,19 @@ struct Access {
     write: bool,
 }
 
+impl Access {
+    /// The access an entry was called with (a negative size touches nothing).
+    #[inline(always)]
+    fn new(addr: usize, size: c_int, site: c_int, write: bool) -> Self {
+        Access {
+            addr,
+            size: size.max(0) as usize,
+            site: site as u32,
+            write,
+        }
+    }
+}
+
 /// An instrumented access when no decision, trace or replay is under way: what [`access`]
 /// does, with the common case (one granule, adding nothing to its history, FastTrack's
 /// same-epoch case) made of loads and one store and no call.
@@ -616,13 +629,7 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
             detect::read_is_redundant(cell, acc)
         };
         if !redundant {
-            let a = Access {
-                addr,
-                size: size as usize,
-                site: site as u32,
-                write,
-            };
-            update(t, cell, &a, acc, false);
+            update(t, cell, &Access::new(addr, size, site, write), acc, false);
         }
     }
 }
@@ -631,13 +638,7 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
 #[cold]
 #[inline(never)]
 fn spanning(t: &RaceThread, addr: usize, size: c_int, site: c_int, write: bool) {
-    let a = Access {
-        addr,
-        size: size as usize,
-        site: site as u32,
-        write,
-    };
-    granules(t, &a);
+    granules(t, &Access::new(addr, size, site, write));
 }
 
 /// An instrumented access on the full path ([`FULL_PATH`]) but for relaxed replay's.
@@ -660,12 +661,7 @@ fn access(addr: usize, size: c_int, site: c_int, write: bool) {
     // Every call is an event of schedule traces, as under relaxed replay.
     let n = t.events.get() + 1;
     t.events.set(n);
-    let a = Access {
-        addr,
-        size: size.max(0) as usize,
-        site: site as u32,
-        write,
-    };
+    let a = Access::new(addr, size, site, write);
     let offset = addr & (GRANULE - 1);
     if a.size > 0 && offset + a.size <= GRANULE {
         // Within one granule: nearly every access.
