@@ -12,10 +12,18 @@
 //! `libstackrt-<triple>-<hash>.a`: the hash of the bytes tells a rebuilt runtime of the same
 //! version from a stale copy. Concurrent compiles are safe: each writes a temporary file in the
 //! same directory and renames it into place (atomic), so a reader sees no file or the whole one.
+//!
+//! Every rebuilt runtime of one version gets a file of its own, so a cache written by many
+//! builds (a developer's, or `cargo install --git` again and again) would only grow: a compile
+//! that finds its archive marks it used (its modification time), and one that writes a new
+//! archive removes the same target's archives of other builds unused for [`STALE_AFTER`]. A
+//! `cmm` still in use keeps its own archive fresh, and one that finds its archive gone writes it
+//! again.
 
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
 use crate::cli::Target;
 use crate::error::DriverError;
@@ -114,11 +122,18 @@ fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// How long an archive of another build stays in the cache unused (module docs).
+pub const STALE_AFTER: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// The archive at `path`, written there first if it is missing (atomically: temporary file and
-/// rename).
-fn ensure_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// rename). Returns whether it wrote it; a file found is marked used (best effort).
+fn ensure_file(path: &Path, bytes: &[u8]) -> std::io::Result<bool> {
     if std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() == bytes.len() as u64) {
-        return Ok(());
+        let _ = std::fs::File::options()
+            .write(true)
+            .open(path)
+            .and_then(|f| f.set_modified(SystemTime::now()));
+        return Ok(false);
     }
     let dir = path.parent().expect("the cache file has a directory");
     prepare_dir(dir)?;
@@ -128,7 +143,27 @@ fn ensure_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    Ok(true)
+}
+
+/// Removes from `dir` the archives of `triple` other than `keep` that were not used since
+/// `now - STALE_AFTER` (module docs); errors are ignored (another compile may remove them too).
+fn prune_stale(dir: &Path, triple: &str, keep: &str, now: SystemTime) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let prefix = format!("libstackrt-{triple}-");
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name == keep || !name.starts_with(&prefix) || !name.ends_with(".a") {
+            continue;
+        }
+        let used = e.metadata().and_then(|m| m.modified());
+        if used.is_ok_and(|t| now.duration_since(t).is_ok_and(|age| age > STALE_AFTER)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// The message for a runtime this `cmm` was built without (`why`: the build's reason).
@@ -153,7 +188,12 @@ pub fn archive(target: Target) -> Result<PathBuf, DriverError> {
     for dir in cache_dirs() {
         let path = dir.join(&file);
         match ensure_file(&path, archive.bytes) {
-            Ok(()) => return Ok(path),
+            Ok(written) => {
+                if written {
+                    prune_stale(&dir, triple(target), &file, SystemTime::now());
+                }
+                return Ok(path);
+            }
             Err(e) => failures.push(format!("{}: {e}", dir.display())),
         }
     }
@@ -202,5 +242,40 @@ mod tests {
             .last()
             .unwrap()
             .starts_with(std::env::temp_dir()));
+    }
+
+    /// Archives of other builds go once unused for `STALE_AFTER`; this build's, other
+    /// targets' and unrelated files stay; a found archive is marked used.
+    #[test]
+    fn stale_archives_of_other_builds_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = "x86_64-unknown-linux-gnu";
+        let now = SystemTime::now();
+        let old = now - STALE_AFTER - Duration::from_secs(60);
+        let files = [
+            (format!("libstackrt-{t}-0000000000000001.a"), old, false),
+            (format!("libstackrt-{t}-0000000000000002.a"), now, true),
+            (format!("libstackrt-{t}-0000000000000003.a"), old, true),
+            (
+                "libstackrt-i686-unknown-linux-gnu-0000000000000004.a".to_string(),
+                old,
+                true,
+            ),
+            ("notes.txt".to_string(), old, true),
+        ];
+        for (name, mtime, _) in &files {
+            let f = std::fs::File::create(dir.path().join(name)).unwrap();
+            f.set_modified(*mtime).unwrap();
+        }
+        let keep = &files[2].0;
+        prune_stale(dir.path(), t, keep, now);
+        for (name, _, stays) in &files {
+            assert_eq!(dir.path().join(name).exists(), *stays, "{name}");
+        }
+        // Found again: marked used.
+        let kept = dir.path().join(keep);
+        assert!(!ensure_file(&kept, b"").unwrap());
+        let used = std::fs::metadata(&kept).unwrap().modified().unwrap();
+        assert!(used > old + Duration::from_secs(30));
     }
 }
