@@ -465,7 +465,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
 
     // --- Big Summation (paper section 5, figures 11 and 12) ---
     let repeat_total: u64 = pick(size, 5_000_000, 500_000, 20_000);
-    let repeat_threads: Vec<u64> = pick(size, vec![8, 64, 512, 1024], vec![8, 512], vec![4]);
+    let repeat_threads: Vec<u64> = pick(size, vec![8, 64, 512, 1024], vec![8, 256], vec![4]);
     list.push(Experiment {
         name: "summation_repeat",
         env: Vec::new(),
@@ -910,7 +910,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     });
 
     // --- Micro-benchmarks ---
-    let total_calls: u64 = pick(size, 30_000_000, 6_000_000, 200_000);
+    let total_calls: u64 = pick(size, 30_000_000, 4_000_000, 200_000);
     let depths: Vec<u64> = pick(
         size,
         vec![
@@ -1199,7 +1199,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         cmm_options: Vec::new(),
     };
     let both: &[&str] = &["lookahead", "traditional"];
-    let sleepers: Vec<u64> = pick(size, vec![8, 100, 1000], vec![8, 1000], vec![8]);
+    let sleepers: Vec<u64> = pick(size, vec![8, 100, 1000], vec![8, 100], vec![8]);
     list.push(Experiment {
         name: "green_blocking",
         env: Vec::new(),
@@ -1495,7 +1495,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             "irs_fibonacci",
             "IRS's Fibonacci: 2 threads x 25 iterations, taking turns through sthread_cas",
             "irs_fibonacci.cm",
-            pick(size, vec![3_000, 10_000], vec![3_000], vec![20]),
+            pick(size, vec![3_000, 10_000], vec![1_000], vec![20]),
             2,
             irs_figures!("table 5.3 (Fibonacci, 3 traces): 152-520% for its six kernel-space prototypes, 152-278% for the best two (2.5-3.8x the plain time)"),
         ),
@@ -1503,7 +1503,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             "irs_last_zero",
             "IRS's Last Zero: a reader and 15 writers of an array (every access a sthread_cas)",
             "irs_last_zero.cm",
-            pick(size, vec![300, 1_000], vec![300], vec![10]),
+            pick(size, vec![300, 1_000], vec![100], vec![10]),
             16,
             irs_figures!("tables B.1-B.3 (Last Zero, 2-8 cores): 60-457% for the prototypes and IRS_Opt, up to 3183% for IRS_Sh"),
         ),
@@ -1511,7 +1511,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             "irs_indexer",
             "IRS's Indexer: 15 threads insert 4 messages each into a hash table with sthread_cas",
             "irs_indexer.cm",
-            pick(size, vec![300, 1_000], vec![300], vec![10]),
+            pick(size, vec![300, 1_000], vec![100], vec![10]),
             15,
             irs_figures!("tables B.4-B.6 (Indexer, 4-8 cores): 158-416% for the prototypes, 1331-1990% for IRS_Opt, 10-913% for IRS_Sh"),
         ),
@@ -1519,7 +1519,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             "irs_philosophers",
             "IRS's Dining Philosophers: 16 threads x 10 meals, chopsticks taken with sthread_cas",
             "irs_philosophers.cm",
-            pick(size, vec![300, 1_000], vec![300], vec![10]),
+            pick(size, vec![300, 1_000], vec![100], vec![10]),
             16,
             irs_figures!("table B.7 (Dining Philosophers, 4 cores): 555-2338% for the prototypes, 2450-36849% for the user-space designs"),
         ),

@@ -129,7 +129,7 @@ fn main() {
         only: cli.only,
         runs: cli.runs.unwrap_or(match size {
             Size::Full => 10,
-            Size::Quick => 3,
+            Size::Quick => 2,
             Size::Tiny => 2,
         }),
         round_budget: (cli.round_budget > 0.0)
