@@ -59,8 +59,8 @@
 //! condition as `rsp - R >= limit`. A short check may fail with `R` bytes still free (at most
 //! `B - R` too early): the runtime lends the room and `B` more, so the function's first callee
 //! need not overflow again. A native stack thus holds up to `B` bytes fewer before its
-//! thread overflows; on the workloads' hot functions (rooms 40-96 bytes) the check is one
-//! instruction shorter, measured in the README's MTSS section.
+//! thread overflows; on the MiBench-like workloads' hot functions (rooms 40-96 bytes) the check
+//! is one instruction shorter.
 //!
 //! # Functions without a check
 //!
