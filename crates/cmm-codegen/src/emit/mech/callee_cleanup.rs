@@ -51,19 +51,7 @@ impl Mechanism for CalleeCleanup {
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
-        let slot = f.target.slot();
-        let total = f.frame_size + f.arg_bytes + slot;
-        match f.target {
-            Target::X86_64 => {
-                let _ = writeln!(out, "\tadd rsp, {total}");
-                let _ = writeln!(out, "\tjmp qword ptr [rsp - {slot}]");
-            }
-            Target::I686 => {
-                let _ = writeln!(out, "\tmov ecx, dword ptr [esp + {}]", total - slot);
-                let _ = writeln!(out, "\tadd esp, {total}");
-                out.push_str("\tjmp ecx\n");
-            }
-        }
+        epilogue(f, out);
     }
     fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
         let _ = writeln!(out, "\tpush offset {}", c.return_label);
@@ -72,6 +60,24 @@ impl Mechanism for CalleeCleanup {
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
         let _ = writeln!(out, "\tjmp {}", c.callee);
         let _ = writeln!(out, "{}:", c.return_label);
+    }
+}
+
+/// The callee-cleanup return: removes the frame, the arguments and the return address and jumps
+/// through the return address (`heap` uses it too).
+pub(super) fn epilogue(f: &FrameInfo, out: &mut String) {
+    let slot = f.target.slot();
+    let total = f.frame_size + f.arg_bytes + slot;
+    match f.target {
+        Target::X86_64 => {
+            let _ = writeln!(out, "\tadd rsp, {total}");
+            let _ = writeln!(out, "\tjmp qword ptr [rsp - {slot}]");
+        }
+        Target::I686 => {
+            let _ = writeln!(out, "\tmov ecx, dword ptr [esp + {}]", total - slot);
+            let _ = writeln!(out, "\tadd esp, {total}");
+            out.push_str("\tjmp ecx\n");
+        }
     }
 }
 

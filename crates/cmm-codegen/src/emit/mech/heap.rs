@@ -49,9 +49,10 @@
 //!                                       push ebp                  ; the caller's SP, top word
 //!                                       prefetcht0 [esp - 8C]     ; the block taken next
 //!                                       add  T(frames), 1 ; adc T(frames + 4), 0
+//!                                       push offset .Lret         ; callee-cleanup's return
 //!  PUSH arg1 ... PUSH argn              push argN ... push arg1   ; spills read [ebp + k]
-//!  CALL callee_name                     call callee
-//!  SUB  ESP, ...                        add  esp, args            ; esp = the top word
+//!  CALL callee_name                     jmp  callee
+//!  SUB  ESP, ...                       .Lret:                     ; esp = the top word
 //!  CALL STAMEX_UNDERFLOW_HANDLER        pop  ecx                  ; the caller's SP
 //!    (free, ESP = old ESP)              push T(heads + 4k)        ; the block's top word links
 //!                                       mov  T(heads + 4k), esp   ;  the list; it is the head
@@ -71,8 +72,11 @@
 //!              call stackrt_heap_slab   ; it preserves every register
 //!              jmp .LhpN_new
 //!
-//!  thesis listing 3.5 (callee)          this stage: the same
-//!  SUB ESP, S ... ADD ESP, S ; RET      sub esp, S ... add esp, S ; ret
+//!  thesis listing 3.5 (callee)          this stage: callee-cleanup's return
+//!  SUB ESP, S ... ADD ESP, S ; RET      sub esp, S ...
+//!                                       mov ecx, [esp + S + args] ; add esp, S + args + 4
+//!                                       jmp ecx                   ; x86-64: add rsp, S + args + 8
+//!                                                                 ;  jmp qword ptr [rsp - 8]
 //! ```
 //!
 //! The semantics are the thesis's: every activation has its own block, freed when it returns;
@@ -87,6 +91,11 @@
 //!   SP), and no register at all is clobbered before the arguments are pushed: the allocation
 //!   runs with SP itself as its only scratch register. The free uses `ecx`, which a C-- call
 //!   clobbers anyway and which never holds a result.
+//! * The callee removes its arguments and returns through the saved address with an indirect
+//!   `jmp`, as under `callee-cleanup` (paper 4.2): the return needs no `add esp, args` in the
+//!   caller, and a deep recursion's returns are predicted by the branch target buffer where
+//!   `ret` mispredicts once the return stack buffer is exhausted (issue 26: `deep_repeat.cm`
+//!   1,000,000 deep on x86-64, 1.49x `callee-cleanup` with `call`/`ret`).
 //! * Blocks keep the body's SP aligned to the target's granule ([`granule`]): 16 bytes on
 //!   x86-64 as under every other mechanism, 8 on i686, where no C call runs on a block and
 //!   address space is scarce. `stacksizeof(f)` and the size classes ([`class_size`]) are
@@ -96,13 +105,14 @@
 //!   one for the free, as the thesis's handlers:
 //!
 //! ```text
-//!  mov  ebp, esp                        call callee
-//!  mov  esp, T(cstack)                  add  esp, args
+//!  mov  ebp, esp                        jmp  callee
+//!  mov  esp, T(cstack)                 .Lret:
 //!  push B                               mov  ebp, dword ptr [esp]    ; the caller's SP
 //!  call stackrt_heap_alloc              lea  ecx, [esp + 4]          ; the block's top
 //!  mov  esp, T(large)                   mov  esp, T(cstack)
 //!  push ebp                             push B
-//!  push args ...                        call stackrt_heap_free       ; preserves eax, edx, xmm0
+//!  push offset .Lret                    call stackrt_heap_free       ; preserves eax, edx, xmm0
+//!  push args ...
 //!                                       mov  esp, ebp
 //! ```
 //!
@@ -124,7 +134,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use regalloc2::PReg;
 
-use super::{add_sp, sub_sp, CallSite, FrameInfo, Mechanism};
+use super::{sub_sp, CallSite, FrameInfo, Mechanism};
 use crate::emit::{regs, EmitError, EmitOptions, Target};
 use crate::lower::LoweredProgram;
 
@@ -282,8 +292,8 @@ impl Mechanism for Heap {
     fn reserved_regs(&self, _target: Target) -> Vec<PReg> {
         vec![regs::gpr(regs::RBP)]
     }
-    fn entry_arg_offset(&self, target: Target) -> u32 {
-        target.slot()
+    fn entry_arg_offset(&self, _target: Target) -> u32 {
+        0
     }
     /// The return address and the caller's SP in the block's top word.
     fn call_overhead(&self, target: Target) -> u32 {
@@ -302,8 +312,7 @@ impl Mechanism for Heap {
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
-        add_sp(f.target, f.frame_size, out);
-        out.push_str("\tret\n");
+        super::callee_cleanup::epilogue(f, out);
     }
     fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
         match self.block(c) {
@@ -313,7 +322,8 @@ impl Mechanism for Heap {
             }
             (b, None) => general_alloc(c.target, b, out),
         }
-        c.target.slot()
+        let _ = writeln!(out, "\tpush offset {}", c.return_label);
+        2 * c.target.slot()
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
         match self.block(c) {
@@ -370,8 +380,7 @@ fn general_free(c: &CallSite, block: u32, out: &mut String) {
     let t = c.target;
     let sp = t.sp();
     let l = TlsLayout::for_target(t);
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, c.arg_bytes, out);
+    call_jump(c, out);
     let w = if t == Target::I686 { "dword" } else { "qword" };
     let _ = writeln!(
         out,
@@ -469,14 +478,20 @@ pub const PREFETCH_BLOCKS: u32 = 8;
 /// The farthest prefetch, in bytes.
 pub const PREFETCH_MAX: u32 = 16384;
 
+/// The transfer of control: callee-cleanup's (the callee pops its arguments and the return
+/// address, so SP is back at the block's top word at the return label).
+fn call_jump(c: &CallSite, out: &mut String) {
+    let _ = writeln!(out, "\tjmp {}", c.callee);
+    let _ = writeln!(out, "{}:", c.return_label);
+}
+
 /// The call and the inline free into class `k`'s free list.
 fn class_free(c: &CallSite, k: usize, out: &mut String) {
     let t = c.target;
     let sp = t.sp();
     let l = TlsLayout::for_target(t);
     let head = tls(t, l.heads + k as u32 * t.slot());
-    let _ = writeln!(out, "\tcall {}", c.callee);
-    add_sp(t, c.arg_bytes, out);
+    call_jump(c, out);
     let _ = writeln!(out, "\tpop {}\t# the caller's SP", scratch(t));
     let _ = writeln!(out, "\tpush {head}\t# the block joins its free list");
     let _ = writeln!(out, "\tmov {head}, {sp}");
@@ -558,7 +573,7 @@ mod tests {
         let mut sizes = HashMap::new();
         sizes.insert("cmm_f".to_string(), 48);
         let h = Heap::new(false, Some(sizes));
-        assert_eq!(h.call_prefix(&c, &mut s), 8);
+        assert_eq!(h.call_prefix(&c, &mut s), 16);
         h.call_suffix(&c, &mut s);
         let main: String = s.split("\t.subsection 1\n").next().unwrap().to_string();
         let tail = s.split("\t.subsection 0\n").nth(1).unwrap();
@@ -574,10 +589,15 @@ mod tests {
              \tprefetcht0 [rsp - 384]\t# the block a recursion takes next\n\
              \tadd qword ptr fs:[stackrt_heap_tls@tpoff + 32], 1\n"
         );
+        assert!(
+            s.contains("\t.subsection 0\n\tpush offset .Lf0ret1\n"),
+            "{s}"
+        );
         assert_eq!(
             tail,
-            "\tcall cmm_f\n\
-             \tadd rsp, 16\n\
+            "\tpush offset .Lf0ret1\n\
+             \tjmp cmm_f\n\
+             .Lf0ret1:\n\
              \tpop rcx\t# the caller's SP\n\
              \tpush qword ptr fs:[stackrt_heap_tls@tpoff + 56]\t# the block joins its free list\n\
              \tmov qword ptr fs:[stackrt_heap_tls@tpoff + 56], rsp\n\

@@ -14,13 +14,16 @@ use core::arch::global_asm;
 //
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` in a heap block of
 // the u32 stack need at `fp - 8`, then ends the thread's heap code. Preserves ebp ebx esi edi.
+// The C-- function returns callee-cleanup's way: it pops its arguments and the return address
+// (`.Lheap_back32`, found position-independently) and jumps there; after the return the
+// trampoline finds T in the TLS block and X at T + 12.
 //
 //   native stack (the C stack)                 entry block
 //   | nargs a1 a0 fp    | X + 20 ..            +-----------------------+ top (16-byte aligned)
 //   | return address    | X + 16               | T  ("the caller's SP")|
-//   | ebp ebx esi edi   | 16 bytes             | a1 (if nargs = 2)     |
-//   +-------------------+ X                    | a0 (if nargs >= 1)    |
-//   | (alignment)       |                      | return address        |
+//   | ebp ebx esi edi   | 16 bytes             | return address        |
+//   +-------------------+ X                    | a1 (if nargs = 2)     |
+//   | (alignment)       |                      | a0 (if nargs >= 1)    |
 //   | X                 | T + 12               | frame of fp ...       |
 //   | (unused)          | T + 4 .. T + 8
 //   | reclaim budget    | T + 0 (u32, the chunk runtime's)
@@ -50,6 +53,14 @@ global_asm!(
     "call {enter}",
     "mov esp, eax",
     "push dword ptr gs:[stackrt_heap_tls@ntpoff]",
+    "call .Lheap_here32",
+    ".Lheap_here32:",
+    "pop eax",
+    // Intel syntax takes one symbol per memory operand; the difference is AT&T's.
+    ".att_syntax",
+    "lea (.Lheap_back32 - .Lheap_here32)(%eax), %eax",
+    ".intel_syntax noprefix",
+    "push eax",
     "mov ecx, dword ptr [ebx + 32]",
     "cmp ecx, 2",
     "jb 2f",
@@ -59,7 +70,8 @@ global_asm!(
     "jb 3f",
     "push dword ptr [ebx + 24]",
     "3:",
-    "call dword ptr [ebx + 20]",
+    "jmp dword ptr [ebx + 20]",
+    ".Lheap_back32:",
     "mov esp, dword ptr gs:[stackrt_heap_tls@ntpoff]",
     "mov esi, eax",
     "sub esp, 16",

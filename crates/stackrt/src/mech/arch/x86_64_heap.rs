@@ -18,15 +18,16 @@ use core::arch::global_asm;
 //   native stack (the C stack)                entry block (from stackrt_heap_thread_enter)
 //   | return address (to Rust) |              +-----------------------+ top (16-byte aligned)
 //   | rbx rbp r12 r13 r14 r15  |  48 bytes    | T  ("the caller's SP")|
-//   +--------------------------+ X            | a1 (if nargs = 2)     |
-//   | (alignment)              |              | a0 (if nargs >= 1)    |
-//   | X                        | T + 8        | return address        |
+//   +--------------------------+ X            | return address        |
+//   | (alignment)              |              | a1 (if nargs = 2)     |
+//   | X                        | T + 8        | a0 (if nargs >= 1)    |
 //   | reclaim budget (chunks)  | T + 0        | frame of fp ...       |
 //   +--------------------------+ T = C stack top (TLS word 0), 16-byte aligned
 //   | C calls of C-- code, the stubs' save areas and Rust frames
 //
-// C-- code preserves rbx and r12-r15 but the trampoline does not rely on it after the call: it
-// finds T in the TLS block and X at T + 8.
+// The C-- function returns callee-cleanup's way (it pops its arguments and the return address
+// and jumps to `.Lheap_back64`). C-- code preserves rbx and r12-r15 but the trampoline does not
+// rely on it after the return: it finds T in the TLS block and X at T + 8.
 global_asm!(
     ".text",
     ".globl stackrt_enter_heap",
@@ -52,6 +53,8 @@ global_asm!(
     "call {enter}",
     "mov rsp, rax",
     "push qword ptr fs:[stackrt_heap_tls@tpoff]",
+    "lea rax, [rip + .Lheap_back64]",
+    "push rax",
     "cmp r15, 2",
     "jb 2f",
     "push r14",
@@ -60,7 +63,8 @@ global_asm!(
     "jb 3f",
     "push r13",
     "3:",
-    "call r12",
+    "jmp r12",
+    ".Lheap_back64:",
     "mov rsp, qword ptr fs:[stackrt_heap_tls@tpoff]",
     "mov rbx, rax",
     "call {exit}",
