@@ -61,6 +61,9 @@ const _: () = {
     assert!(core::mem::offset_of!(ChunkTls, lib_load) == 4 * P);
     assert!(core::mem::offset_of!(ChunkTls, resumed) == 5 * P);
     assert!(core::mem::offset_of!(ChunkTls, ccalls) == CCALLS_OFFSET);
+    // Mirrored in `cmm_codegen::emit::mech::ccall` (`LIB_SAVE_WORD`, `CCALLS_WORD`, `SP_SLOT`):
+    // the MMU mechanisms' inline C calls write and read these words themselves.
+    assert!(CCALLS_OFFSET == 6 * P && LIB_SP_SLOT == 16);
 };
 
 /// Byte offset of the count of C calls on the handler stack in the block (word 6; the C-call

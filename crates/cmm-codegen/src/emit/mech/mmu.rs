@@ -58,29 +58,27 @@
 //!
 //! Calls to C functions (listings 3.18-3.19): the thesis pushes a return address and jumps to an
 //! extern trampoline that calls the C function and returns through that address (possibly the
-//! underflow stub), and does not keep the C ABI's 16-byte alignment. Here the call is the
-//! shared printer's C call (alignment padding, register arguments on x86-64) made through the
-//! runtime's C-call trampoline, which runs the C function on the OS thread's handler stack
-//! (its native stack below the entry trampoline, or a green-thread worker's own;
-//! [`super::ccall`]), so the chunk needs room only for the pushed arguments and the
-//! trampoline's words: one read probe that far (encoded with a 32-bit displacement, `{disp32}`,
-//! which the runtime's fault handler decodes), instead of probes down to an 8 KiB C budget (three cache lines and often a
-//! page far from the working set, on every call: 2.1x `traditional`'s time on a recursion
-//! calling `abs` at every level). The underflow test the thesis's trampoline made implicit
-//! stays, since the probe may move SP to a new chunk:
+//! underflow stub), and does not keep the C ABI's 16-byte alignment. Here the C function runs on
+//! the OS thread's handler stack (its native stack below the entry trampoline, or a
+//! green-thread worker's own), and the caller moves there itself before it pushes the
+//! arguments: the shared printer's C call (alignment padding, register arguments on x86-64)
+//! between the inline form of [`super::ccall`]'s switch (`mov ebp, esp; mov esp, T(handler)`
+//! ... `mov esp, ebp`). The chunk gets nothing below SP, so the call probes nothing, cannot
+//! fault and cannot move to a new chunk. Before (issue 26): the arguments were pushed on the
+//! chunk below one probe and copied by the runtime's trampoline, and a level within that many
+//! bytes of a chunk's end faulted on its C call (`deep_repeat.cm 1000000 20 1`, i686
+//! `mmu-reuse`: 7,320 guard faults against 2,440 without the calls, and 1.66x `callee-cleanup`
+//! against 1.40x without them); before that, probes down to an 8 KiB C budget (three cache
+//! lines and often a page far from the working set, on every call).
 //!
 //! ```text
 //!  mov  ebp, esp
-//!  {disp32} test dword ptr [esp - E], esp      ; E = pushed bytes + 16
-//!  sub  esp, pad ; push args
-//!  mov  ecx, OFFSET f ; mov edx, pad + args ; call stackrt_ccall   ; f on the handler stack
-//!  add  esp, pad + args
-//!  cmp  esp, ebp                               ; the probe moved SP to a new chunk?
-//!  jne  .LmmuK_unf
-//! .LmmuK_back:
-//!  ; in .subsection 1:
-//! .LmmuK_unf:  mov dword ptr [esp + 16], offset .LmmuK_back   ; header word `resume`
-//!              jmp stackrt_mmu_underflow(_reuse)              ; esp = the new chunk's header
+//!  mov  esp, dword ptr gs:[stackrt_chunk_tls@ntpoff]   ; the handler stack's top S
+//!  mov  dword ptr [esp - 16], ebp ; sub esp, 16         ; the thread's SP, as the runtime expects
+//!  sub  esp, pad ; push args                            ; spills read [ebp + k]
+//!  inc  T(ccalls) ; call f ; dec T(ccalls)              ; C runs on the handler stack
+//!  cmp  T(lib_save), 0 ; jne stackrt_ccall_switched     ; C called the thread library: exit 70
+//!  add  esp, pad + args ; mov esp, ebp
 //! ```
 //!
 //! Calls into the thread library (`sthread_*`) may switch green threads, so they run on the
@@ -226,6 +224,10 @@ impl Mechanism for Mmu {
     }
     fn extern_call_prefix(&self, c: &CallSite, out: &mut String) {
         let t = c.target;
+        if !on_thread_stack(c) {
+            super::ccall::switch_to_handler_stack(t, base_reg(t), out);
+            return;
+        }
         let sp = t.sp();
         let distance = Self::extern_distance(c);
         let _ = writeln!(out, "\tmov {}, {sp}", base_reg(t));
@@ -239,11 +241,15 @@ impl Mechanism for Mmu {
         if on_thread_stack(c) {
             let _ = writeln!(out, "\tcall {}", c.callee);
         } else {
-            super::ccall::call_on_handler_stack(c, out);
+            super::ccall::call_inline(c, out);
         }
     }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
         let t = c.target;
+        if !on_thread_stack(c) {
+            super::ccall::switch_back(t, base_reg(t), out);
+            return;
+        }
         let sp = t.sp();
         let k = self.labels.fetch_add(1, Ordering::Relaxed);
         let resume = ChunkHeaderLayout::for_pointer_size(t.slot()).resume;
@@ -358,24 +364,12 @@ impl Mmu {
         }
     }
 
-    /// The bytes a C function may use below the SP at its call: the extern budget, its pushed
-    /// arguments and its return address.
-    /// How far below SP a C call's probe reaches: its pushed arguments and what the C-call
-    /// trampoline puts on the thread's stack (the C function itself runs on the handler stack,
-    /// [`super::ccall`]); the probe is written `{disp32}` so that the assembler encodes it
-    /// with the 32-bit displacement the runtime's fault handler recognizes ([`PROBE_TEST`]).
-    /// It used to reach at least 256 bytes for that encoding: on i686, whose chunks are
-    /// 128 KiB, every level of a recursion within 256 bytes of a chunk's end then faulted on
-    /// its C call (`deep_repeat.cm 1000000 20 1`: 41,480 guard faults against 2,440 without the
-    /// calls).
-    /// Calls into the thread library may switch green threads, so they run on the thread's
-    /// stack with the extern budget probed, as every C call used to.
+    /// How far below SP a call into the thread library probes: the extern budget, its pushed
+    /// arguments and its return address. Such a call may switch green threads, so it runs on
+    /// the thread's stack; every other C call runs on the handler stack
+    /// ([`super::ccall::switch_to_handler_stack`]) and probes nothing.
     fn extern_distance(c: &CallSite) -> u32 {
-        if on_thread_stack(c) {
-            crate::callgraph::default_extern_budget(c.target.slot()) + c.arg_bytes + c.target.slot()
-        } else {
-            c.arg_bytes + super::ccall::CCALL_STACK
-        }
+        crate::callgraph::default_extern_budget(c.target.slot()) + c.arg_bytes + c.target.slot()
     }
 }
 
@@ -487,18 +481,51 @@ mod tests {
                 assert_eq!(&b[at..at + op.len()], op, "{t:?} {distance}");
                 assert_eq!(b.len(), at + op.len() + disp_len + 4, "{t:?} {distance}");
             }
+            // A call into the thread library runs on the thread's stack: probes every page
+            // down to the C reserve, its arguments and return address, the last with a 32-bit
+            // displacement as the fault handler expects.
+            let lib = CallSite {
+                callee: "sthread_yield",
+                ..site(t, 16)
+            };
             let mut s = String::new();
-            Mmu::new(false, None).extern_call_prefix(&site(t, 16), &mut s);
+            Mmu::new(false, None).extern_call_prefix(&lib, &mut s);
             let b = assemble(&s, t);
             let mov = if t == Target::I686 { 2 } else { 3 };
             assert_eq!((b.len() - mov) % 7, 0);
             for p in b[mov..].chunks(7) {
                 assert_eq!(&p[..3], &PROBE_TEST);
             }
-            // The C function runs on the handler stack: the probe reaches only the 16 pushed
-            // bytes and the trampoline's 16, with the 32-bit displacement all the same.
             let last = &b[b.len() - 7..];
-            assert_eq!(i32::from_le_bytes(last[3..7].try_into().unwrap()), -32);
+            let reach = crate::callgraph::default_extern_budget(t.slot()) + 16 + t.slot();
+            assert_eq!(
+                i32::from_le_bytes(last[3..7].try_into().unwrap()),
+                -(reach as i32)
+            );
+        }
+    }
+
+    /// Any other C call moves to the handler stack before its arguments: no probe, and no
+    /// underflow test after it (SP never leaves the chunk it was on).
+    #[test]
+    fn c_calls_run_on_the_handler_stack_without_a_probe() {
+        for t in [Target::I686, Target::X86_64] {
+            let c = CallSite {
+                callee: "abs",
+                ..site(t, 16)
+            };
+            let m = Mmu::new(true, None);
+            let mut s = String::new();
+            m.extern_call_prefix(&c, &mut s);
+            m.extern_call(&c, &mut s);
+            m.extern_call_return(&c, &mut s);
+            assert!(!s.contains("probe"), "{s}");
+            assert!(!s.contains("jne .Lmmu"), "{s}");
+            assert!(s.contains("\tcall abs\t# on the handler stack\n"), "{s}");
+            assert!(
+                s.ends_with(&format!("\tmov {}, {}\n", t.sp(), base_reg(t))),
+                "{s}"
+            );
         }
     }
 
