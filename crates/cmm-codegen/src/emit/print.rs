@@ -1112,11 +1112,17 @@ impl<'a> Printer<'a> {
                     ArgKind::Int(_) => self.target.slot(),
                 })
                 .sum();
+            // An f64 pushed from a register takes a `sub` (see `push_arg`).
+            let pushes_keep_flags = info
+                .stack_args
+                .iter()
+                .all(|s| !matches!(s.kind, ArgKind::F64) || al[s.op as usize].as_reg().is_none());
             let site = CallSite {
                 target: self.target,
                 callee: &info.symbol,
                 arg_bytes,
                 return_label: &ret_label,
+                pushes_keep_flags,
             };
             let start = self.out.len();
             let mut pre = String::new();
@@ -1150,6 +1156,8 @@ impl<'a> Printer<'a> {
             callee: &info.symbol,
             arg_bytes: pad + arg_bytes,
             return_label: "",
+            // Unused: C calls' checkpoints compare after the pushes.
+            pushes_keep_flags: false,
         };
         let start = self.out.len();
         if info.saves_all {

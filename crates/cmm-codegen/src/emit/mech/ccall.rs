@@ -141,6 +141,7 @@ mod tests {
             callee: "abs",
             arg_bytes: 16,
             return_label: "",
+            pushes_keep_flags: true,
         };
         let mut s = String::new();
         switch_to_handler_stack(Target::I686, "ebp", &mut s);

@@ -522,6 +522,7 @@ mod tests {
             callee: "cmm_f",
             arg_bytes,
             return_label: ".Lf0ret1",
+            pushes_keep_flags: true,
         }
     }
 

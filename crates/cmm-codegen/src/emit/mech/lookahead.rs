@@ -113,6 +113,13 @@
 //!   wrap-around the thesis form has for chunks mapped near the top of a 32-bit address space.
 //!   Where the distance `R - A + 16` is at most `B`, the `lea` goes: `cmp esp, dword ptr [ebp
 //!   + 16]; jb .LlaN_ovf`.
+//! * Except where the check word lets the compare be SP's own (below): then the compare comes
+//!   *before* the pushes, as in the thesis, and only the branch after them (pushes keep the
+//!   flags; a call pushing an `f64` from a register, which takes a `sub`, keeps the compare
+//!   after). Reading SP right after pushes costs the common path about a cycle per call
+//!   on the AMD EPYC measured (the stack engine's synchronisation): `deep_repeat.cm`
+//!   16,384 deep on x86-64, 1.70x `callee-cleanup`'s time with the compare after the pushes,
+//!   1.06x before them.
 //! * The overflow path is out of line (`.subsection 1`), so the common path is two or three
 //!   instructions and a not-taken branch before the call.
 //!
@@ -129,7 +136,10 @@
 //! largest distance of a checkpoint of the program within a third of a chunk's capacity, so
 //! the hottest checkpoints, a recursion's, usually lose the `lea`; a chunk then leaves at most
 //! `B` bytes at its low end to the calls that need them (a C call's budget, usually) instead
-//! of to frames. Why it pays: with `deep_repeat.cm`'s recursion 8 deep, the checkpoint's third
+//! of to frames. A call to a C-- function whose distance from the SP *before* its pushes,
+//! `R + 16`, is within `B` compares that SP instead (`cmp esp, [ebp + 16]` before the pushes,
+//! `jb` after them): the exact test of a reserve `B - 16`, which its stub passes; the bias
+//! counts such sites by that distance. Why it pays: with `deep_repeat.cm`'s recursion 8 deep, the checkpoint's third
 //! instruction was most of `lookahead`'s extra cost per call over `callee-cleanup` on x86-64
 //! (the other part was a register save, see `crate::emit::rename`). Green threads keep `B = 0`
 //! and the exact test everywhere: their stacks are sized to their need, and a bias would be
@@ -426,15 +436,49 @@ fn checkpoint_compare(
     reserve
 }
 
+/// Whether a checkpoint at a call to a C-- function with `reserve` (from the SP before the
+/// pushes) compares before the pushes: its distance from that SP, `reserve + CHECK_SLACK`, is
+/// within the bias, so the compare is SP's own against the check word (module docs, "The
+/// check word").
+fn compares_early(reserve: u32, bias: u32) -> bool {
+    reserve + callgraph::CHECK_SLACK <= bias
+}
+
+/// The compare of a checkpoint that [`compares_early`]: `cmp esp, [ebp + check]`, before the
+/// return address and the arguments are pushed; the branch follows them (they keep the flags).
+fn early_compare(t: Target, reserve: u32, out: &mut String) {
+    let r = regs_of(t);
+    let check = ChunkHeaderLayout::for_pointer_size(t.slot()).check;
+    let _ = writeln!(
+        out,
+        "\tcmp {}, {} ptr [{} + {check}]\t# checkpoint: reserve {reserve}, before the pushes",
+        r.sp, r.word, r.chunk
+    );
+}
+
 /// A checkpoint at a call to a C-- function (see the module docs): the test, the common path's
 /// call, and out of line the call on a new chunk, which is unlinked as soon as the call
 /// returns, so the common path needs no underflow test.
-fn checkpoint_call(c: &CallSite, label: u32, reserve: u32, bias: u32, out: &mut String) {
+/// `early`: the compare was printed before the pushes ([`early_compare`]); only the branch
+/// is left, and the stub passes the reserve that compare tests exactly, `bias - CHECK_SLACK`.
+fn checkpoint_call(
+    c: &CallSite,
+    label: u32,
+    reserve: u32,
+    bias: u32,
+    early: bool,
+    out: &mut String,
+) {
     let t = c.target;
     let r = regs_of(t);
     // The return address and the arguments are pushed (callee-cleanup's order).
     let pushed = c.arg_bytes + t.slot();
-    let passed = checkpoint_compare(t, label, reserve, pushed, bias, out);
+    let passed = if early {
+        let _ = writeln!(out, "\tjb .Lla{label}_ovf");
+        bias - callgraph::CHECK_SLACK
+    } else {
+        checkpoint_compare(t, label, reserve, pushed, bias, out)
+    };
     CalleeCleanup.call_suffix(c, out);
     overflow_stub(t, label, passed, pushed, OVERFLOW_HANDLER_CMM, out);
     // On the new chunk the callee returns to the unlink, not to the caller: the copied return
@@ -542,6 +586,8 @@ struct State {
     labels: u32,
     /// An extern checkpoint between its test and its return: (label, reserve its stub passes).
     pending: Option<(u32, u32)>,
+    /// The next call to a C-- function got its checkpoint's compare before its pushes.
+    early: bool,
     /// Per function `P + S` and its argument bytes.
     frames: Vec<Option<(u32, u32)>>,
     /// Per function its calls in printing order (recorded in both passes).
@@ -621,6 +667,18 @@ impl Lookahead {
         Some((label, reserve))
     }
 
+    /// The reserve of the next call site's checkpoint (None: no checkpoint there, or the
+    /// first pass), without moving to the site after it as [`Lookahead::next_site`] does.
+    fn peek_reserve(&self) -> Option<u32> {
+        let st = self.state.borrow();
+        let plan = self.plan.as_ref()?;
+        plan.sites
+            .get(st.current)?
+            .get(st.cursor)
+            .copied()
+            .flatten()
+    }
+
     /// The check word's bias: the plan's (0 in the first pass, which prints no checkpoint).
     fn bias(&self) -> u32 {
         self.plan.as_ref().map_or(0, |p| p.bias)
@@ -669,13 +727,25 @@ impl Mechanism for Lookahead {
         LookaheadBase.epilogue(f, out);
     }
     fn call_prefix(&self, c: &CallSite, out: &mut String) -> u32 {
+        let bias = self.bias();
+        match self.peek_reserve() {
+            Some(reserve) if c.pushes_keep_flags && compares_early(reserve, bias) => {
+                early_compare(c.target, reserve, out);
+                self.state.borrow_mut().early = true;
+            }
+            _ => {}
+        }
         LookaheadBase.call_prefix(c, out)
     }
     fn call_suffix(&self, c: &CallSite, out: &mut String) {
+        let early = std::mem::take(&mut self.state.borrow_mut().early);
         match self.next_site(c, false) {
-            None => LookaheadBase.call_suffix(c, out),
+            None => {
+                debug_assert!(!early, "an early compare without a checkpoint");
+                LookaheadBase.call_suffix(c, out)
+            }
             Some((label, reserve)) => {
-                checkpoint_call(c, label, reserve, self.bias(), out);
+                checkpoint_call(c, label, reserve, self.bias(), early, out);
             }
         }
     }
@@ -928,9 +998,14 @@ fn check_bias(
             } else {
                 call.arg_bytes + target.slot()
             };
-            let distance = reserve - pushed + callgraph::CHECK_SLACK;
-            if distance <= cap {
-                bias = bias.max(distance);
+            // From the SP after the pushes; a call to a C-- function may compare before them,
+            // `pushed` bytes farther (module docs, "The check word").
+            let after = reserve - pushed + callgraph::CHECK_SLACK;
+            let before = reserve + callgraph::CHECK_SLACK;
+            if !call.external && before <= cap {
+                bias = bias.max(before);
+            } else if after <= cap {
+                bias = bias.max(after);
             }
         }
     }
@@ -957,6 +1032,7 @@ mod tests {
             callee: "cmm_f",
             arg_bytes,
             return_label: ".Lret",
+            pushes_keep_flags: true,
         }
     }
 
@@ -971,7 +1047,7 @@ mod tests {
     #[test]
     fn c_checkpoint_sequence_i686() {
         let mut s = String::new();
-        checkpoint_call(&site(Target::I686, 8), 7, 100, 0, &mut s);
+        checkpoint_call(&site(Target::I686, 8), 7, 100, 0, false, &mut s);
         // The return address and 8 bytes of arguments were pushed: 100 - 12 + 16 = 104 below
         // the SP after the pushes; the check word (limit + bias 0) is header word 4; prev_sp, prev_header and the thread
         // stack are words 1, 2 and 0. On the new chunk the copied return address, 8 bytes
@@ -1005,7 +1081,7 @@ mod tests {
     #[test]
     fn c_checkpoint_sequence_x86_64() {
         let mut s = String::new();
-        checkpoint_call(&site(Target::X86_64, 16), 0, 64, 0, &mut s);
+        checkpoint_call(&site(Target::X86_64, 16), 0, 64, 0, false, &mut s);
         // Words are 8 bytes: 24 bytes pushed, 64 - 24 + 16 = 56; the check word at 32, prev_sp at 8,
         // prev_header at 16; the budget at the thread stack stays a 32-bit word.
         let want = "\tlea r11, [rsp - 56]\t# checkpoint: reserve 64\n\
@@ -1043,7 +1119,7 @@ mod tests {
         // test `rsp < limit + 8240` is `caller_sp - (24 + 8240 - 16) - 16 < limit`, i.e. the
         // exact test of a reserve of 8248.
         let mut s = String::new();
-        checkpoint_call(&site(Target::X86_64, 16), 0, 64, 8240, &mut s);
+        checkpoint_call(&site(Target::X86_64, 16), 0, 64, 8240, false, &mut s);
         assert!(s.starts_with(
             "\tcmp rsp, qword ptr [rbp + 32]\t# checkpoint: reserve 64, within the bias\n\
              \tjb .Lla0_ovf\n\tjmp cmm_f\n"
@@ -1064,6 +1140,35 @@ mod tests {
              \tcmp ecx, dword ptr [ebp + 16]\t# check word: limit + bias\n\
              \tjb .Lla3_ovf\n\
              .Lla3_go:\n"
+        );
+    }
+
+    /// A checkpoint whose distance from the SP before the pushes is within the bias compares
+    /// there, branches after the pushes, and its stub passes the reserve that compare tests
+    /// exactly: `rsp < limit + B` before the pushes is `caller_sp - (B - 16) - 16 < limit`.
+    #[test]
+    fn checkpoints_compare_before_the_pushes_within_the_bias() {
+        assert!(compares_early(8240, 8256));
+        assert!(!compares_early(8241, 8256));
+        assert!(!compares_early(0, 0));
+        let mut s = String::new();
+        early_compare(Target::X86_64, 8240, &mut s);
+        s.push_str("\tpush offset .Lf0ret1\n\tpush r8\n");
+        checkpoint_call(&site(Target::X86_64, 16), 0, 8240, 8256, true, &mut s);
+        assert!(
+            s.starts_with(
+                "\tcmp rsp, qword ptr [rbp + 32]\t# checkpoint: reserve 8240, before the pushes\n\
+                 \tpush offset .Lf0ret1\n\tpush r8\n\
+                 \tjb .Lla0_ovf\n\tjmp cmm_f\n"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("\tmov r11d, 8240\n\tmov r10d, 24\n"), "{s}");
+        let mut s = String::new();
+        early_compare(Target::I686, 100, &mut s);
+        assert_eq!(
+            s,
+            "\tcmp esp, dword ptr [ebp + 16]\t# checkpoint: reserve 100, before the pushes\n"
         );
     }
 

@@ -43,6 +43,10 @@ pub struct CallSite<'a> {
     pub arg_bytes: u32,
     /// A label unique in the output file, usable as the return address.
     pub return_label: &'a str,
+    /// Whether the flags survive the argument pushes between [`Mechanism::call_prefix`] and
+    /// [`Mechanism::call_suffix`] (no `f64` pushed from a register, which takes a `sub`), so a
+    /// compare in the prefix can branch in the suffix.
+    pub pushes_keep_flags: bool,
 }
 
 /// A call-stack mechanism. All sequences are written as Intel-syntax assembly lines.
