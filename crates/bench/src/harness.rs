@@ -1001,6 +1001,13 @@ fn count_instructions(
         Target::I686 => 64 << 20,
     };
     let mut cmd = std::process::Command::new("valgrind");
+    // A 32-bit valgrind cannot reserve the 2 GiB `mtss` region the measured i686 runs get
+    // (`crate::mtss`'s main-stack environment): there the runtime's default region (halved
+    // until the system grants it) and main's stack as large as valgrind's.
+    let valgrind_region = |k: &str| {
+        target == Target::I686 && (k == "STACKRT_MTSS_REGION" || k == "STACKRT_MTSS_MAIN_STACK")
+    };
+    let env: Vec<&(String, String)> = env.iter().filter(|(k, _)| !valgrind_region(k)).collect();
     cmd.envs(env.iter().map(|(k, v)| (k, v)));
     // `mtss` carves main's stack from its region, sized by the stack limit, which valgrind's
     // option does not raise: the same size, unless the run sets its own.
@@ -1031,6 +1038,12 @@ fn count_instructions(
             .find(|l| {
                 !l.is_empty()
                     && (l.starts_with("Process terminating") || l.starts_with("valgrind:"))
+            })
+            // Else the program's own last line (a runtime fault: `stackrt: ...`).
+            .or_else(|| {
+                text.lines()
+                    .rev()
+                    .find(|l| !l.is_empty() && !l.starts_with("==") && !l.starts_with("--"))
             })
             .unwrap_or("");
         return Err(format!(
