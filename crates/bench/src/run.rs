@@ -28,12 +28,34 @@ pub struct Invocation {
     pub stdout: Option<PathBuf>,
 }
 
+/// Processes the kernel's OOM killer has killed since boot (`oom_kill` in `/proc/vmstat`, Linux
+/// 4.13 and later; 0 where it cannot be read). A run killed by signal 9 while it rose was most
+/// likely the victim: the harness's own timeout is told apart ([`Ending::TimedOut`]), and
+/// nothing else here sends signal 9.
+pub fn oom_kills() -> u64 {
+    std::fs::read_to_string("/proc/vmstat")
+        .ok()
+        .and_then(|text| parse_oom_kills(&text))
+        .unwrap_or(0)
+}
+
+/// The `oom_kill` line of `/proc/vmstat`'s text.
+fn parse_oom_kills(vmstat: &str) -> Option<u64> {
+    vmstat
+        .lines()
+        .find_map(|l| l.strip_prefix("oom_kill "))
+        .and_then(|n| n.trim().parse().ok())
+}
+
 /// How an execution ended.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Ending {
     Exited(i32),
     Signaled(i32),
     TimedOut,
+    /// Killed by signal 9 while the kernel's OOM killer killed a process ([`oom_kills`] rose
+    /// during the run): the machine ran out of memory.
+    OomKilled,
     /// The helper itself failed (the message says why).
     Broken(String),
 }
@@ -48,6 +70,10 @@ impl Ending {
             Ending::Exited(code) => format!("exit status {code}"),
             Ending::Signaled(sig) => format!("killed by signal {sig}"),
             Ending::TimedOut => "timed out".into(),
+            Ending::OomKilled => {
+                "killed by signal 9 from the kernel's OOM killer: the machine ran out of memory"
+                    .into()
+            }
             Ending::Broken(why) => why.clone(),
         }
     }
@@ -58,6 +84,7 @@ impl Ending {
             Ending::Exited(code) => format!("{code}"),
             Ending::Signaled(sig) => format!("signal{sig}"),
             Ending::TimedOut => "timeout".into(),
+            Ending::OomKilled => "oom".into(),
             Ending::Broken(_) => "broken".into(),
         }
     }
@@ -176,6 +203,7 @@ impl Runner {
             .stderr(Stdio::piped())
             // Its own process group: a timeout kills the helper and the program together.
             .process_group(0);
+        let oom_before = oom_kills();
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => return broken(format!("cannot start {}: {e}", self.helper.display())),
@@ -252,6 +280,8 @@ impl Runner {
                 127 => Ending::Broken(format!("cannot execute {}", inv.exe.display())),
                 code => Ending::Exited(code),
             }
+        } else if libc::WTERMSIG(status) == libc::SIGKILL && oom_kills() > oom_before {
+            Ending::OomKilled
         } else {
             Ending::Signaled(libc::WTERMSIG(status))
         };
@@ -361,6 +391,15 @@ pub fn parse_mtss_stats_line(line: &str, stats: &mut BTreeMap<String, u64>) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_oom_kill_counter_is_parsed() {
+        let text = "pgsteal_kswapd 0\noom_kill 3\noom_kill_other 9\n";
+        assert_eq!(parse_oom_kills(text), Some(3));
+        assert_eq!(parse_oom_kills("pgfault 12\n"), None);
+        let a = oom_kills();
+        assert!(oom_kills() >= a);
+    }
 
     #[test]
     fn a_go_fatal_error_leads_the_tail_of_its_stack_traces() {
