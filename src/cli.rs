@@ -124,8 +124,8 @@ pub struct CodegenOpts {
 pub enum Threads {
     /// One OS thread (pthread) per thread.
     Os,
-    /// Green threads on worker OS threads, with work stealing (traditional, callee-cleanup,
-    /// lookahead and the native back end).
+    /// Green threads on worker OS threads, with work stealing (every mechanism and the
+    /// native back end).
     Green,
 }
 
@@ -133,7 +133,7 @@ pub enum Threads {
 pub struct CompileArgs {
     /// The C-- source file.
     pub file: PathBuf,
-    /// Output file.
+    /// Output file (`-`: standard output, for every `--emit` but `exe`).
     #[arg(short, long, value_name = "OUT")]
     pub output: Option<PathBuf>,
     /// What to produce.

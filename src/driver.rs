@@ -285,14 +285,16 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
 fn write_text(out: Option<&Path>, text: &str) -> Result<(), DriverError> {
     match out {
         Some(p) => write_file(p, text.as_bytes()),
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(text.as_bytes())
-                .and_then(|()| stdout.flush())
-                .map_err(|e| DriverError::failure(format!("cannot write to stdout: {e}")))
-        }
+        None => write_stdout(text.as_bytes()),
     }
+}
+
+fn write_stdout(bytes: &[u8]) -> Result<(), DriverError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(bytes)
+        .and_then(|()| stdout.flush())
+        .map_err(|e| DriverError::failure(format!("cannot write to stdout: {e}")))
 }
 
 fn default_output(source: &Path, ext: Option<&str>) -> PathBuf {
@@ -327,8 +329,17 @@ fn build_executable(
 
 /// `cmm compile`.
 pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
+    // `-o -`: standard output, as gcc and most tools read it (an executable cannot go there).
+    let to_stdout = args.output.as_deref() == Some(Path::new("-"));
+    if to_stdout && args.emit == Emit::Exe {
+        return Err(DriverError::failure(
+            "cannot write an executable to standard output (`-o -`); name a file, or use \
+             `--emit asm|obj|clif|callgraph|stack-bounds`"
+                .to_string(),
+        ));
+    }
     let lowered = lower(&args.file, &args.opts)?;
-    let out = args.output.as_deref();
+    let out = args.output.as_deref().filter(|_| !to_stdout);
     match args.emit {
         Emit::Clif => write_text(out, &lowered.to_clif())?,
         Emit::Callgraph => write_text(out, &callgraph_text(&lowered, &args.opts)?)?,
@@ -339,8 +350,13 @@ pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
         }
         Emit::Obj => {
             let generated = generate(&lowered, &args.opts, false)?;
-            let path = out.map_or_else(|| default_output(&args.file, Some("o")), Path::to_path_buf);
-            write_file(&path, &generated.object)?;
+            if to_stdout {
+                write_stdout(&generated.object)?;
+            } else {
+                let path =
+                    out.map_or_else(|| default_output(&args.file, Some("o")), Path::to_path_buf);
+                write_file(&path, &generated.object)?;
+            }
         }
         Emit::Exe => {
             let path = out.map_or_else(|| default_output(&args.file, None), Path::to_path_buf);

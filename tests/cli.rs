@@ -254,3 +254,36 @@ fn corpus_style_invocation_works_from_another_directory() {
     assert_eq!(stdout(&o), "hello, world\n");
     assert_eq!(o.status.code(), Some(0));
 }
+
+/// `-o -` is standard output for text and objects (no file named `-` appears), and one line,
+/// exit 1, for an executable.
+#[test]
+fn output_dash_is_standard_output() {
+    let s = src(HELLO);
+    let asm = cmm()
+        .current_dir(s.dir.path())
+        .args(["compile", "--backend", "emit", "--emit", "asm", "-o", "-"])
+        .arg(&s.path)
+        .output()
+        .unwrap();
+    assert!(asm.status.success(), "{}", stderr(&asm));
+    assert!(stdout(&asm).contains("cmm_main:"), "{}", stdout(&asm));
+    let obj = cmm()
+        .current_dir(s.dir.path())
+        .args(["compile", "--emit", "obj", "-o", "-"])
+        .arg(&s.path)
+        .output()
+        .unwrap();
+    assert!(obj.status.success(), "{}", stderr(&obj));
+    assert!(obj.stdout.starts_with(b"\x7fELF"));
+    let exe = cmm()
+        .current_dir(s.dir.path())
+        .args(["compile", "-o", "-"])
+        .arg(&s.path)
+        .output()
+        .unwrap();
+    assert_eq!(exe.status.code(), Some(1), "{}", stderr(&exe));
+    assert!(stderr(&exe).contains("cannot write an executable to standard output"));
+    assert_eq!(stderr(&exe).lines().count(), 1, "{}", stderr(&exe));
+    assert!(!s.dir.path().join("-").exists());
+}
