@@ -462,7 +462,7 @@ fn green_blocks_hold_what_their_threads_touch() {
 fn green_threads_recurse_a_million_levels() {
     let dir = tempfile::tempdir().unwrap();
     for target in TARGETS {
-        // Lookahead's chunks grow with the depth (to 16 MiB): about a dozen boundaries per
+        // Lookahead's chunks grow with the depth (to 1 MiB): about forty boundaries per
         // thread's million levels, more with preemptions (each links a standard chunk).
         for (mech, growth, least) in [
             ("lookahead", "overflows", 40),

@@ -161,8 +161,8 @@ fn tree_multi_with_256_threads_runs_on_i686_under_lookahead() {
     // most `B / 2` more, so the 16 MB deep spike's last overflow is at least 2/3 of the way
     // down.
     assert!(stat(&err, "peak stack bytes") >= 10_500_000, "{err}");
-    // Chunks grow with the depth (to 16 MiB), so a spike crosses about a dozen boundaries,
-    // not 244.
+    // Chunks grow with the depth (to 1 MiB), so a spike crosses about twenty boundaries, not
+    // 244.
     assert!(stat(&err, "overflows") >= 256 * 8, "{err}");
 }
 

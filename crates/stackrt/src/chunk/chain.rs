@@ -29,7 +29,7 @@
 //!
 //! # Growth
 //! A chain that gets deep gets larger chunks (when [`RuntimeConfig::growth_max`] is above the
-//! standard size: `lookahead`, 16 MiB by default, `STACKRT_CHUNK_GROWTH`; see
+//! standard size: `lookahead`, 1 MiB by default, `STACKRT_CHUNK_GROWTH`; see
 //! [`super::global::set_growth`] for why not the other mechanisms). A chunk linked for a checkpoint
 //! with `B` bytes of stack in use below it is of the largest class of at most `B / 2` and at most
 //! `growth_max` bytes (the standard class while `B` is below four standard chunks), or larger if
@@ -41,7 +41,7 @@
 //! the checkpoint's out-of-line path, not to the address the return predictor holds), and a deep
 //! unwind is memory-bound, so that costs far more than a pipeline flush. A million-deep recursion
 //! of 32-byte frames crossed about a thousand boundaries with 32 KiB chunks; with growth it crosses
-//! about fifteen. The cost: a chain's newest chunk may be up to half empty, so a deep thread holds
+//! about forty (1 MiB chunks at most, [`super::config::DEFAULT_GROWTH_MAX_BYTES`] says why). The cost: a chain's newest chunk may be up to half empty, so a deep thread holds
 //! up to about twice the stack it uses (the untouched part is not resident); the reclaim budget
 //! counts in bytes ([`RuntimeConfig::reclaim_budget_at`]).
 //!

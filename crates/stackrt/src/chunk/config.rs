@@ -64,10 +64,13 @@ pub const DEFAULT_TRIM_WINDOW_MS: u64 = 1000;
 /// and 2.4x on i686; with 256 it never calls, and 1,000-chunk unwinds show no difference).
 pub const DEFAULT_RECLAIM_BYTES: usize = 8 << 20;
 
-/// Largest chunk a deep chain grows to by default (module docs, "Growth"): 16 MiB. A
-/// million-deep recursion of 32-byte frames then crosses about fifteen chunk boundaries
-/// instead of a thousand.
-pub const DEFAULT_GROWTH_MAX_BYTES: usize = 16 << 20;
+/// Largest chunk a deep chain grows to by default (module docs, "Growth"): 1 MiB. A
+/// million-deep recursion of 32-byte frames then crosses about forty chunk boundaries instead
+/// of a thousand. It was 16 MiB (about fifteen), which cost the thesis-size tree with 64
+/// threads 1.6 GB of resident chunks against 0.4 GB now, and 1.2x the CPU time (x86-64; each
+/// thread's spike left multi-MiB chunks in its caches), for no gain on a single deep
+/// recursion (`deep_repeat.cm` 4,000,000 deep: 1.00x; thesis `tree_single`: 1.00x).
+pub const DEFAULT_GROWTH_MAX_BYTES: usize = 1 << 20;
 
 /// Settings of one runtime.
 #[derive(Clone, Copy, Debug)]
