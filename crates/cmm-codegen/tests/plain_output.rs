@@ -11,7 +11,9 @@
 //! The `--race` lowering is checked to differ, so the comparison is not vacuous. Until
 //! 2026-11-26 the test hashed only the OS-thread lowering (the re-blessing above compared
 //! both once); since then it hashes the green-thread lowering too (keys ending in ` green`,
-//! blessed from that day's compiler).
+//! blessed from that day's compiler). Until 2026-11-27 that lowering lacked the driver's
+//! green-threads mark, so its keys hashed OS-thread decisions (look-ahead's check bias);
+//! re-blessed with the mark then.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -92,8 +94,10 @@ fn plain_hashes() -> BTreeMap<String, u64> {
                     .unwrap_or_else(|e| format!("error: {e}"));
                 out.insert(format!("{name} {tname} {m}"), fnv(asm.as_bytes()));
             }
-            // Green threads (`--threads green`, no loop polls): their own lowering.
-            let green = cmm_codegen::lower::lower_program_green(&typed, None, None);
+            // Green threads (`--threads green`, no loop polls): their own lowering, marked as
+            // the driver marks it (the mechanisms' green-thread decisions read the mark).
+            let mut green = cmm_codegen::lower::lower_program_green(&typed, None, None);
+            cmm_codegen::lower::mark_green_threads(&mut green);
             for m in MECHS {
                 let mech = MechKind::from_name(m).unwrap();
                 let asm = emit_program(&green, &EmitOptions { target: t, mech })
