@@ -203,7 +203,7 @@ impl Mechanism for MtssBase {
         target.slot()
     }
     fn prologue(&self, f: &FrameInfo, out: &mut String) {
-        entry_check(f, f.frame_size + CHECK_SLACK, 0, false, out);
+        entry_check(f, f.frame_size + CHECK_SLACK, 0, out);
         sub_sp(f.target, f.frame_size, out);
     }
     fn epilogue(&self, f: &FrameInfo, out: &mut String) {
@@ -228,9 +228,6 @@ struct Mtss {
     room: Option<HashMap<String, Option<u32>>>,
     /// The program's check bias (module docs, "The check bias"); 0 in the first pass.
     bias: u32,
-    /// Functions some call may enter past their check (module docs, "The check before the
-    /// pushes"): the label there is aligned.
-    early_targets: HashSet<String>,
     /// The program runs green threads: the thread library's calls go through the library stub.
     green: bool,
     /// `--race`: under green threads the detector's entries are called on the thread's stack (module
@@ -306,8 +303,7 @@ impl Mechanism for Mtss {
             None => Some(f.frame_size + CHECK_SLACK),
         };
         if let Some(room) = room {
-            let align = self.early_targets.contains(f.symbol);
-            entry_check(f, room, self.bias, align, out);
+            entry_check(f, room, self.bias, out);
         } else {
             let _ = writeln!(
                 out,
@@ -387,10 +383,7 @@ impl Mechanism for Mtss {
 /// The entry check (see the module docs) of a function needing `room` bytes, against the limit
 /// word biased by `bias`, and, out of line, the call of the overflow handler. Its labels are
 /// named after the function (unique in the file).
-/// `align`: calls enter past the check (module docs, "The check before the pushes"), at a label
-/// aligned to 16 bytes (x86-64, `deep_repeat.cm` 8 deep: 1.10x the time of the entry check
-/// with the label where the check ends, 0.94x aligned).
-fn entry_check(f: &FrameInfo, room: u32, bias: u32, align: bool, out: &mut String) {
+fn entry_check(f: &FrameInfo, room: u32, bias: u32, out: &mut String) {
     let (sp, tr, scratch, scratch32, args32, word) = match f.target {
         Target::X86_64 => ("rsp", "rbp", "r11", "r11d", "r10d", "qword"),
         Target::I686 => ("esp", "ebp", "ecx", "ecx", "edx", "dword"),
@@ -413,9 +406,6 @@ fn entry_check(f: &FrameInfo, room: u32, bias: u32, align: bool, out: &mut Strin
         );
     }
     let _ = writeln!(out, "\tjb .Lmt_{l}_ovf");
-    if align {
-        out.push_str("\t.p2align 4\n");
-    }
     let _ = writeln!(out, ".Lmt_{l}_go:");
     out.push_str("\t.subsection 1\n");
     let _ = writeln!(out, ".Lmt_{l}_ovf:");
@@ -466,7 +456,6 @@ pub fn emit_program(
     let first = Mtss {
         room: None,
         bias: 0,
-        early_targets: HashSet::new(),
         green,
         race,
         state: RefCell::new(State::default()),
@@ -484,25 +473,9 @@ pub fn emit_program(
     let plan = plan_checks(&st.frames, &st.calls, &entered);
     let margin = plan.margin;
     let bias = check_bias(&plan.room, &st.calls);
-    // Every callee a call may enter past its check; a call whose pushes clobber the flags
-    // (an `f64` from a register) does not, but its callee's label is aligned all the same.
-    let early_targets = st
-        .calls
-        .values()
-        .flatten()
-        .filter(|(callee, pushed)| {
-            plan.room
-                .get(callee)
-                .copied()
-                .flatten()
-                .is_some_and(|room| room + pushed <= bias)
-        })
-        .map(|(callee, _)| callee.clone())
-        .collect();
     let mech = Mtss {
         room: Some(plan.room),
         bias,
-        early_targets,
         green,
         race,
         state: RefCell::new(State::default()),
@@ -745,7 +718,6 @@ mod tests {
     #[test]
     fn calls_within_the_bias_compare_before_the_pushes() {
         let m = Mtss {
-            early_targets: HashSet::new(),
             room: Some(HashMap::from([
                 ("cmm_f".to_string(), Some(48)),
                 ("cmm_g".to_string(), Some(100)),
@@ -772,22 +744,6 @@ mod tests {
             "\tcmp rsp, qword ptr [rbp]\t# mtss: cmm_f's check, before the pushes\n\
              \tpush offset .Lf0ret1\n\tpush r8\n\tjb cmm_f\n\tjmp .Lmt_cmm_f_go\n.Lf0ret1:\n"
         );
-        // The callee's label past its check is aligned.
-        let f = FrameInfo {
-            target: Target::X86_64,
-            symbol: "cmm_f",
-            frame_size: 8,
-            arg_bytes: 8,
-        };
-        let mut s = String::new();
-        entry_check(&f, 48, 64, true, &mut s);
-        assert!(
-            s.starts_with(
-                "\tcmp rsp, qword ptr [rbp]\t# mtss: room 48, within the bias 64\n\
-                 \tjb .Lmt_cmm_f_ovf\n\t.p2align 4\n.Lmt_cmm_f_go:\n"
-            ),
-            "{s}"
-        );
         for (callee, keep) in [("cmm_f", false), ("cmm_g", true), ("cmm_h", true)] {
             let mut s = String::new();
             m.call_prefix(&site(callee, keep), &mut s);
@@ -813,7 +769,7 @@ mod tests {
             };
             let lines = |room, bias| {
                 let mut out = String::new();
-                entry_check(&f, room, bias, false, &mut out);
+                entry_check(&f, room, bias, &mut out);
                 out.lines()
                     .map(|l| l.split('#').next().unwrap().trim().to_string())
                     .collect::<Vec<_>>()
