@@ -90,10 +90,7 @@ pub const SWITCHED_STUB: &str = "stackrt_ccall_switched";
 
 /// A pointer-sized operand at word `word` of the chunk handlers' block.
 fn chunk_tls(t: Target, word: u32) -> String {
-    match t {
-        Target::I686 => format!("dword ptr gs:[{CHUNK_TLS_SYMBOL}@ntpoff + {}]", 4 * word),
-        Target::X86_64 => format!("qword ptr fs:[{CHUNK_TLS_SYMBOL}@tpoff + {}]", 8 * word),
-    }
+    super::tls_operand(t, CHUNK_TLS_SYMBOL, word * t.slot(), false)
 }
 
 /// The inline form's first lines (see the module docs): SP in `base`, SP on the handler stack

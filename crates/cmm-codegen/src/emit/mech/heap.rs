@@ -260,18 +260,12 @@ fn scratch(t: Target) -> &'static str {
 
 /// A pointer-sized operand at `off` in the TLS block.
 fn tls(t: Target, off: u32) -> String {
-    match t {
-        Target::I686 => format!("dword ptr gs:[{TLS_SYMBOL}@ntpoff + {off}]"),
-        Target::X86_64 => format!("qword ptr fs:[{TLS_SYMBOL}@tpoff + {off}]"),
-    }
+    super::tls_operand(t, TLS_SYMBOL, off, false)
 }
 
 /// A 32-bit operand at `off` in the TLS block.
 fn tls32(t: Target, off: u32) -> String {
-    match t {
-        Target::I686 => format!("dword ptr gs:[{TLS_SYMBOL}@ntpoff + {off}]"),
-        Target::X86_64 => format!("dword ptr fs:[{TLS_SYMBOL}@tpoff + {off}]"),
-    }
+    super::tls_operand(t, TLS_SYMBOL, off, true)
 }
 
 impl Mechanism for Heap {

@@ -412,11 +412,7 @@ fn checkpoint_compare(
     let check = ChunkHeaderLayout::for_pointer_size(t.slot()).check;
     let distance = reserve - args + callgraph::CHECK_SLACK;
     if distance <= bias {
-        let _ = writeln!(
-            out,
-            "\tcmp {}, {} ptr [{} + {check}]\t# checkpoint: reserve {reserve}, within the bias",
-            r.sp, r.word, r.chunk
-        );
+        sp_compare(t, &format!("reserve {reserve}, within the bias"), out);
         let _ = writeln!(out, "\tjb .Lla{label}_ovf");
         return args + bias - callgraph::CHECK_SLACK;
     }
@@ -447,11 +443,17 @@ fn compares_early(reserve: u32, bias: u32) -> bool {
 /// The compare of a checkpoint that [`compares_early`]: `cmp esp, [ebp + check]`, before the
 /// return address and the arguments are pushed; the branch follows them (they keep the flags).
 fn early_compare(t: Target, reserve: u32, out: &mut String) {
+    sp_compare(t, &format!("reserve {reserve}, before the pushes"), out);
+}
+
+/// The short form of a checkpoint's compare: the stack pointer itself against the check word
+/// (limit + bias), `note` saying why it may.
+fn sp_compare(t: Target, note: &str, out: &mut String) {
     let r = regs_of(t);
     let check = ChunkHeaderLayout::for_pointer_size(t.slot()).check;
     let _ = writeln!(
         out,
-        "\tcmp {}, {} ptr [{} + {check}]\t# checkpoint: reserve {reserve}, before the pushes",
+        "\tcmp {}, {} ptr [{} + {check}]\t# checkpoint: {note}",
         r.sp, r.word, r.chunk
     );
 }

@@ -137,6 +137,16 @@ pub(crate) fn sub_sp(target: Target, n: u32, out: &mut String) {
     }
 }
 
+/// An operand at `off` bytes into the runtime's thread-local block `symbol` (local-exec TLS:
+/// `gs` on i686, `fs` on x86-64), pointer-sized, or 32 bits wide with `dword` (a counter).
+pub(crate) fn tls_operand(t: Target, symbol: &str, off: u32, dword: bool) -> String {
+    match t {
+        Target::I686 => format!("dword ptr gs:[{symbol}@ntpoff + {off}]"),
+        Target::X86_64 if dword => format!("dword ptr fs:[{symbol}@tpoff + {off}]"),
+        Target::X86_64 => format!("qword ptr fs:[{symbol}@tpoff + {off}]"),
+    }
+}
+
 /// `add esp, n` (or nothing when `n` is 0).
 pub(crate) fn add_sp(target: Target, n: u32, out: &mut String) {
     if n != 0 {
