@@ -117,6 +117,11 @@ pub struct CodegenOpts {
     /// branch cost the tightest loops (Real World's counting loop ran 1.2-1.3 times as long).
     #[arg(long)]
     pub preempt_loops: bool,
+    /// C code to link into the executable (repeatable): C sources, objects or archives, given
+    /// to the C compiler (`$CC`, else `cc`) with the target's `-m64`/`-m32`. The program
+    /// declares their functions `extern`; calls to them are C calls under every mechanism.
+    #[arg(long = "link", value_name = "FILE")]
+    pub link: Vec<PathBuf>,
 }
 
 /// How the thread library runs threads.

@@ -4,6 +4,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
+use clap::ValueEnum as _;
+
 use cmm_codegen::lower::LoweredProgram;
 
 use crate::cli::{
@@ -324,7 +326,9 @@ fn build_executable(
         .map_err(|e| DriverError::failure(format!("cannot create a temporary directory: {e}")))?;
     let obj = dir.path().join("program.o");
     write_file(&obj, &generated.object)?;
-    link::link(opts.target, &[&obj], out)
+    let mut objects = vec![obj.as_path()];
+    objects.extend(opts.link.iter().map(PathBuf::as_path));
+    link::link(opts.target, &objects, out)
 }
 
 /// `cmm compile`.
@@ -338,6 +342,15 @@ pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
                 .to_string(),
         ));
     }
+    if !args.opts.link.is_empty() && args.emit != Emit::Exe {
+        return Err(DriverError::failure(format!(
+            "--link links C code into an executable; it does not apply to --emit {}",
+            args.emit
+                .to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_string())
+        )));
+    }
+    check_link_inputs(&args.opts)?;
     let lowered = lower(&args.file, &args.opts)?;
     let out = args.output.as_deref().filter(|_| !to_stdout);
     match args.emit {
@@ -366,8 +379,23 @@ pub fn compile(args: &CompileArgs) -> Result<ExitCode, DriverError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The files of `--link` exist (before anything is compiled, so that a typo costs no build
+/// and gets its own line rather than the C compiler's).
+fn check_link_inputs(opts: &CodegenOpts) -> Result<(), DriverError> {
+    for file in &opts.link {
+        if let Err(e) = std::fs::metadata(file) {
+            return Err(DriverError::failure(format!(
+                "cannot read '{}' given to --link: {e}",
+                file.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// `cmm run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode, DriverError> {
+    check_link_inputs(&args.opts)?;
     let lowered = lower(&args.file, &args.opts)?;
     let dir = tempfile::Builder::new()
         .prefix("cmm-run-")

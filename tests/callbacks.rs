@@ -175,3 +175,62 @@ fn c_cannot_call_a_function_of_three_parameters_and_says_so() {
         }
     }
 }
+
+/// C code linked in with `--link` (tests/callbacks/helper.c, compiled by the C compiler for
+/// the target): tests/callbacks/c_yield.cm calls a plain C function and one that calls
+/// `sthread_yield` while another thread is runnable. Every mechanism, both targets: under OS
+/// threads both lines come (in either order). Under green threads on one worker, where C code
+/// runs on the thread's own stack (fixed stacks, heap frames) the yield switches; where it runs
+/// on the worker's handler stack (lookahead, mmu, mmu-reuse, mtss) it cannot, and the program
+/// stops with the runtime's one line and status 70 (`stackrt_ccall_switched`, reached from the
+/// C-call trampoline and from the inline form of `mmu`'s C calls) instead of going on as if the
+/// yield had happened.
+#[test]
+fn c_code_linked_in_runs_and_cannot_switch_green_threads_from_handler_stacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let helper = root().join("tests/callbacks/helper.c");
+    let helper = helper.to_str().unwrap();
+    let on_handler_stack = ["lookahead", "mmu", "mmu-reuse", "mtss"];
+    for target in TARGETS {
+        for mech in MECHS {
+            for threads in ["os", "green"] {
+                let what = format!("{target} {mech} {threads}");
+                let exe = compile(
+                    &root().join("tests/callbacks/c_yield.cm"),
+                    dir.path(),
+                    &format!("c_yield-{target}-{mech}-{threads}"),
+                    &[
+                        "--target",
+                        target,
+                        "--mech",
+                        mech,
+                        "--threads",
+                        threads,
+                        "--link",
+                        helper,
+                    ],
+                );
+                let mut cmd = Command::new(&exe);
+                cmd.env("STACKRT_WORKERS", "1");
+                let o = run_within(cmd, Duration::from_secs(60), &what);
+                if threads == "green" && on_handler_stack.contains(&mech) {
+                    assert_eq!(o.status.code(), Some(70), "{what}");
+                    assert_eq!(
+                        text(&o.stderr),
+                        "stackrt: a C function called from C-- code called the thread library, \
+                         which cannot switch green threads from C code (call it from C-- code \
+                         instead)\n",
+                        "{what}"
+                    );
+                    assert_eq!(text(&o.stdout), "", "{what}");
+                } else {
+                    assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o.stderr));
+                    let mut lines: Vec<String> =
+                        text(&o.stdout).lines().map(str::to_string).collect();
+                    lines.sort();
+                    assert_eq!(lines, ["42", "other"], "{what}");
+                }
+            }
+        }
+    }
+}

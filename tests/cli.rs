@@ -287,3 +287,47 @@ fn output_dash_is_standard_output() {
     assert_eq!(stderr(&exe).lines().count(), 1, "{}", stderr(&exe));
     assert!(!s.dir.path().join("-").exists());
 }
+
+/// `--link` adds C code to an executable (`cmm run` too); it is refused for other outputs,
+/// and a file that is not there gets its own line before anything is compiled.
+#[test]
+fn link_adds_c_code_to_executables_only() {
+    let s = src(r#"
+extern int printf(char *fmt, ...);
+extern int twice(int x);
+int main(int argc, char **argv) {
+    printf("%d\n", twice(21));
+    return 0;
+}
+"#);
+    std::fs::write(
+        s.dir.path().join("twice.c"),
+        "int twice(int x) { return 2 * x; }\n",
+    )
+    .unwrap();
+    let o = compile(&s, &["--link", "twice.c", "-o", "prog"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = Command::new(s.dir.path().join("prog")).output().unwrap();
+    assert_eq!(stdout(&run), "42\n");
+    let o = cmm()
+        .args(["run", "--link", "twice.c"])
+        .arg(&s.path)
+        .current_dir(s.dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o), "42\n", "{}", stderr(&o));
+    let o = compile(&s, &["--link", "twice.c", "--emit", "asm"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).lines().collect::<Vec<_>>(),
+        ["cmm: error: --link links C code into an executable; it does not apply to --emit asm"]
+    );
+    let o = compile(&s, &["--link", "missing.c"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("cannot read 'missing.c' given to --link"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+}
