@@ -217,9 +217,9 @@ fn c_code_linked_in_runs_and_cannot_switch_green_threads_from_handler_stacks() {
                     assert_eq!(o.status.code(), Some(70), "{what}");
                     assert_eq!(
                         text(&o.stderr),
-                        "stackrt: a C function called from C-- code called the thread library, \
-                         which cannot switch green threads from C code (call it from C-- code \
-                         instead)\n",
+                        "stackrt: main thread: a C function called from C-- code called the \
+                         thread library, which cannot switch green threads from C code (call it \
+                         from C-- code instead)\n",
                         "{what}"
                     );
                     assert_eq!(text(&o.stdout), "", "{what}");

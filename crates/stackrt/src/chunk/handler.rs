@@ -227,12 +227,20 @@ pub fn on_worker_handler_stack(sp: usize) -> bool {
 /// # Safety
 /// The caller runs on the handler stack under the stub (see [`on_worker_handler_stack`]) and
 /// returns to it without any other switch; `save` and `load` are valid for the switch.
-pub unsafe fn defer_switch(save: *mut usize, load: usize) {
+/// `thread`: the green thread's handle (0: `main`), named by [`stackrt_ccall_switched`] if C
+/// code made the call.
+pub unsafe fn defer_switch(save: *mut usize, load: usize, thread: i32) {
+    DEFERRING.with(|d| d.set(thread));
     // SAFETY: the calling thread's own block.
     unsafe {
         (*tls()).lib_load = load;
         (*tls()).lib_save = save as usize;
     }
+}
+
+std::thread_local! {
+    /// The green thread whose switch [`defer_switch`] left to the stub last on this OS thread.
+    static DEFERRING: core::cell::Cell<i32> = const { core::cell::Cell::new(0) };
 }
 
 /// Whether the running thread-library call is the stub's repetition after a deferred switch
@@ -257,9 +265,15 @@ pub const LIB_SP_SLOT: usize = 16;
 /// green threads only from compiled code. Ends the program with one line (status 70).
 #[no_mangle]
 pub extern "C" fn stackrt_ccall_switched() -> ! {
+    let thread = match DEFERRING.with(core::cell::Cell::get) {
+        0 => "main thread".to_string(),
+        n => format!("green thread {n}"),
+    };
     crate::base::diag::fail(
-        "stackrt: a C function called from C-- code called the thread library, which cannot \
-         switch green threads from C code (call it from C-- code instead)",
+        &format!(
+            "stackrt: {thread}: a C function called from C-- code called the thread library, \
+             which cannot switch green threads from C code (call it from C-- code instead)"
+        ),
         crate::base::diag::FATAL_EXIT_STATUS,
     )
 }

@@ -681,7 +681,7 @@ unsafe fn switch_context(g: &Green, load: usize, phase: u32) -> Switched {
         g.lib_phase.set(phase);
         // SAFETY: we run under the library stub (the only way a green thread runs library
         // code on the handler stack) and return to it at once.
-        unsafe { crate::chunk::handler::defer_switch(g.sp.get(), load) };
+        unsafe { crate::chunk::handler::defer_switch(g.sp.get(), load, g.handle) };
         return Switched::Deferred;
     }
     // SAFETY: the caller's guarantee.
