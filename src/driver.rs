@@ -61,6 +61,12 @@ fn check_combination(opts: &CodegenOpts) -> Result<(), DriverError> {
             )));
         }
     }
+    if opts.text_offset != 0 && opts.backend != Backend::Emit {
+        return Err(DriverError::unsupported(
+            "--text-offset needs --backend emit (the native back end places its own code)"
+                .to_string(),
+        ));
+    }
     if opts.preempt_loops && opts.threads != Threads::Green {
         return Err(DriverError::unsupported(
             "--preempt-loops needs --threads green (OS threads are preempted by the kernel)"
@@ -129,14 +135,29 @@ fn generate(
                 mech: emit_mech(opts.mech, opts.chunk_size, opts.target)
                     .ok_or_else(|| DriverError::unsupported("mechanism"))?,
             };
-            let asm = cmm_codegen::emit::emit_program(lowered, &emit_opts)
+            let mut asm = cmm_codegen::emit::emit_program(lowered, &emit_opts)
                 .map_err(|e| DriverError::failure(e.to_string()))?;
+            if opts.text_offset != 0 {
+                offset_text(&mut asm, opts.text_offset);
+            }
             let object = assemble(opts.target, &asm)?;
             Ok(Generated {
                 object,
                 asm: Some(asm),
             })
         }
+    }
+}
+
+/// `--text-offset`: `bytes` of `nop` where the program's text section starts, so that every
+/// function and loop lies that much further on (functions keep their own alignment).
+fn offset_text(asm: &mut String, bytes: u32) {
+    if let Some(at) = asm.find("\t.text\n") {
+        let at = at + "\t.text\n".len();
+        asm.insert_str(
+            at,
+            &format!("\t.skip {bytes}, 0x90\t# --text-offset {bytes}: the code moved on\n"),
+        );
     }
 }
 

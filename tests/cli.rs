@@ -331,3 +331,35 @@ int main(int argc, char **argv) {
     );
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
 }
+
+/// `--text-offset N` moves the program's code N bytes on (a `nop` pad where the text starts)
+/// and changes nothing else: the same output; the native back end refuses it.
+#[test]
+fn text_offset_moves_the_code_and_nothing_else() {
+    let s = src(HELLO);
+    let o = compile(&s, &["--text-offset", "48", "--emit", "asm", "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let moved = stdout(&o);
+    let o = compile(&s, &["--emit", "asm", "-o", "-"]);
+    let plain = stdout(&o);
+    let pad = "\t.skip 48, 0x90\t# --text-offset 48: the code moved on\n";
+    assert_eq!(moved.replacen(pad, "", 1), plain);
+    assert!(moved.contains(&format!("\t.text\n{pad}")), "{moved}");
+    let o = compile(&s, &["--text-offset", "48", "-o", "prog"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = Command::new(s.dir.path().join("prog"))
+        .arg("x")
+        .output()
+        .unwrap();
+    assert_eq!(
+        (stdout(&run), run.status.code()),
+        ("[x]hello 2\n".into(), Some(3))
+    );
+    let o = compile(&s, &["--backend", "native", "--text-offset", "16"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--text-offset needs --backend emit"),
+        "{}",
+        stderr(&o)
+    );
+}
