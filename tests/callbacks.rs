@@ -223,6 +223,31 @@ fn c_code_linked_in_runs_and_cannot_switch_green_threads_from_handler_stacks() {
                         "{what}"
                     );
                     assert_eq!(text(&o.stdout), "", "{what}");
+                    // From a thread other than main, the line names it.
+                    let exe = compile(
+                        &root().join("tests/callbacks/c_yield_thread.cm"),
+                        dir.path(),
+                        &format!("c_yield_thread-{target}-{mech}"),
+                        &[
+                            "--target",
+                            target,
+                            "--mech",
+                            mech,
+                            "--threads",
+                            threads,
+                            "--link",
+                            helper,
+                        ],
+                    );
+                    let mut cmd = Command::new(&exe);
+                    cmd.env("STACKRT_WORKERS", "1");
+                    let o = run_within(cmd, Duration::from_secs(60), &what);
+                    assert_eq!(o.status.code(), Some(70), "{what}");
+                    assert!(
+                        text(&o.stderr).starts_with("stackrt: green thread 1: a C function"),
+                        "{what}: {}",
+                        text(&o.stderr)
+                    );
                 } else {
                     assert_eq!(o.status.code(), Some(0), "{what}: {}", text(&o.stderr));
                     let mut lines: Vec<String> =

@@ -227,10 +227,7 @@ pub fn on_worker_handler_stack(sp: usize) -> bool {
 /// # Safety
 /// The caller runs on the handler stack under the stub (see [`on_worker_handler_stack`]) and
 /// returns to it without any other switch; `save` and `load` are valid for the switch.
-/// `thread`: the green thread's handle (0: `main`), named by [`stackrt_ccall_switched`] if C
-/// code made the call.
-pub unsafe fn defer_switch(save: *mut usize, load: usize, thread: i32) {
-    DEFERRING.with(|d| d.set(thread));
+pub unsafe fn defer_switch(save: *mut usize, load: usize) {
     // SAFETY: the calling thread's own block.
     unsafe {
         (*tls()).lib_load = load;
@@ -238,9 +235,12 @@ pub unsafe fn defer_switch(save: *mut usize, load: usize, thread: i32) {
     }
 }
 
-std::thread_local! {
-    /// The green thread whose switch [`defer_switch`] left to the stub last on this OS thread.
-    static DEFERRING: core::cell::Cell<i32> = const { core::cell::Cell::new(0) };
+/// What names the running green thread's handle (0: `main`) for
+/// [`stackrt_ccall_switched`]'s line, registered by the green threads at start; 0 when none.
+static HANDLE_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+pub fn set_handle_hook(f: fn() -> i32) {
+    HANDLE_HOOK.store(f as usize, Relaxed);
 }
 
 /// Whether the running thread-library call is the stub's repetition after a deferred switch
@@ -265,7 +265,15 @@ pub const LIB_SP_SLOT: usize = 16;
 /// green threads only from compiled code. Ends the program with one line (status 70).
 #[no_mangle]
 pub extern "C" fn stackrt_ccall_switched() -> ! {
-    let thread = match DEFERRING.with(core::cell::Cell::get) {
+    let h = HANDLE_HOOK.load(Relaxed);
+    let handle = if h == 0 {
+        0
+    } else {
+        // SAFETY: a non-zero value was stored by `set_handle_hook` from a `fn() -> i32`.
+        let f = unsafe { core::mem::transmute::<usize, fn() -> i32>(h) };
+        f()
+    };
+    let thread = match handle {
         0 => "main thread".to_string(),
         n => format!("green thread {n}"),
     };

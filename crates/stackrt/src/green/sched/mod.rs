@@ -346,6 +346,9 @@ pub fn start(abi: u32) -> &'static Green {
         mtss::set_hooks();
     }
     let handler_stacks = chunked || mtss;
+    if handler_stacks {
+        crate::chunk::handler::set_handle_hook(|| current().handle);
+    }
     if lookahead && det.is_none() {
         // Not in the deterministic mode: its decisions are the checkpoints that enter the
         // runtime, and a recursion that learned sizes let fit in its block would make none.
@@ -681,7 +684,7 @@ unsafe fn switch_context(g: &Green, load: usize, phase: u32) -> Switched {
         g.lib_phase.set(phase);
         // SAFETY: we run under the library stub (the only way a green thread runs library
         // code on the handler stack) and return to it at once.
-        unsafe { crate::chunk::handler::defer_switch(g.sp.get(), load, g.handle) };
+        unsafe { crate::chunk::handler::defer_switch(g.sp.get(), load) };
         return Switched::Deferred;
     }
     // SAFETY: the caller's guarantee.
