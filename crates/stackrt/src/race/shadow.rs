@@ -145,19 +145,33 @@ pub fn lock_of(cell: &Cell) -> &'static RawSpin {
 /// Starts tracking `[addr, addr + len)` (memory just allocated). Its cells are clear: cells
 /// change only while tracked, and [`untrack`] clears them.
 pub fn track(addr: usize, len: usize) {
+    let touch = len <= TOUCH_LIMIT;
     for_words(addr, len, true, |r, first, bits| {
         r.tracked[first / 32].fetch_or(bits, Relaxed);
+        if touch {
+            // A small block is written soon after it is allocated; its first access would
+            // read the shadow page (mapping the zero page) and its update write it (a second
+            // fault copying that page). An RMW that changes nothing takes one write fault now.
+            // (`fetch_or(0)` would be compiled to a load; `lock cmpxchg` writes either way.)
+            let _ = r.cells[first + bits.trailing_zeros() as usize]
+                .w
+                .compare_exchange(0, 0, Relaxed, Relaxed);
+        }
     });
 }
+
+/// Blocks up to this size get their shadow pages written at `track` (larger ones may never be
+/// touched in full: their shadow is committed page by page as the program goes).
+const TOUCH_LIMIT: usize = 4096;
 
 /// Stops tracking `[addr, addr + len)` (memory being freed) and forgets its accesses.
 pub fn untrack(addr: usize, len: usize) {
     for_words(addr, len, false, |r, first, bits| {
         r.tracked[first / 32].fetch_and(!bits, Relaxed);
-        for i in 0..32 {
-            if bits & (1 << i) == 0 {
-                continue;
-            }
+        let mut rest = bits;
+        while rest != 0 {
+            let i = rest.trailing_zeros() as usize;
+            rest &= rest - 1;
             let c = &r.cells[first + i];
             // Untouched cells stay unwritten, so freeing a large block commits no shadow.
             if c.w.load(Relaxed) != 0 || c.r.load(Relaxed) != 0 {
