@@ -182,8 +182,10 @@ fn a_signal_storm_during_deep_recursion_changes_no_output() {
                 &["--mech", mech, "--target", target, "--chunk-size", "16384"],
             );
             let mut cmd = Command::new(&exe);
+            // Fixed chunks (no growth): a fault every 16 KiB however deep.
             cmd.arg(n.to_string())
                 .env("LD_PRELOAD", &storm)
+                .env("STACKRT_CHUNK_GROWTH", "0")
                 .env("STACKRT_STATS", "1");
             let o = run_within(cmd, Duration::from_secs(120), "the storm");
             let err = text(&o.stderr);
@@ -218,21 +220,30 @@ fn the_tree_with_256_threads_runs_in_32_bits() {
             &format!("tree-{mech}"),
             &["--mech", mech, "--target", "i686"],
         );
-        let mut cmd = Command::new(&exe);
-        cmd.args(TREE_ARGS).env("STACKRT_STATS", "1");
-        let o = run_within(cmd, Duration::from_secs(120), "256 tree threads");
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(0), "{mech}: {err}");
-        assert_eq!(text(&o.stdout), expected, "{mech}");
-        assert_eq!(stat(&err, "threads entered"), 257, "{mech}: {err}");
-        // Each spike crosses about 16 MiB / 128 KiB = 128 chunks, each linked by a fault.
-        assert!(
-            stat(&err, "guard faults taken") >= 256 * 100,
-            "{mech}: {err}"
-        );
-        assert!(
-            stat(&err, "peak stack bytes") >= 15_500_000,
-            "{mech}: {err}"
-        );
+        // Growing chains (the default), then the thesis's fixed chunks.
+        for (growth, min_faults) in [(None, 256 * 16), (Some("0"), 256 * 100)] {
+            let mut cmd = Command::new(&exe);
+            cmd.args(TREE_ARGS).env("STACKRT_STATS", "1");
+            if let Some(g) = growth {
+                cmd.env("STACKRT_CHUNK_GROWTH", g);
+            }
+            let o = run_within(cmd, Duration::from_secs(120), "256 tree threads");
+            let err = text(&o.stderr);
+            let what = format!("{mech}, STACKRT_CHUNK_GROWTH {growth:?}");
+            assert_eq!(o.status.code(), Some(0), "{what}: {err}");
+            assert_eq!(text(&o.stdout), expected, "{what}");
+            assert_eq!(stat(&err, "threads entered"), 257, "{what}: {err}");
+            // Each spike is 16 MiB deep: with fixed chunks about 16 MiB / 128 KiB = 128 chunks,
+            // each linked by a fault; growing chains link chunks of up to 1 MiB, so at least 16.
+            let faults = stat(&err, "guard faults taken");
+            assert!(faults >= min_faults, "{what}: {err}");
+            if growth.is_none() {
+                assert!(faults < 256 * 64, "{what}: chains did not grow: {err}");
+            }
+            assert!(
+                stat(&err, "peak stack bytes") >= 15_500_000,
+                "{what}: {err}"
+            );
+        }
     }
 }

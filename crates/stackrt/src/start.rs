@@ -31,6 +31,9 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     if abi == crate::base::abi::ABI_MMU {
         crate::chunk::global::set_no_reuse();
     }
+    if abi == crate::base::abi::ABI_MMU || abi == crate::base::abi::ABI_MMU_REUSE {
+        crate::chunk::global::set_growth();
+    }
     if abi == crate::base::abi::ABI_LOOKAHEAD {
         crate::chunk::global::set_growth();
         crate::chunk::global::set_check_word();

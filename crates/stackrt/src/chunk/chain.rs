@@ -23,14 +23,14 @@
 //! holds: 512, 1 KiB, 2 KiB, ... up to the standard chunk, then growth as below. Like growth,
 //! the class is a function of the depth, so the hot split works at every depth. Other chains
 //! never link a small class (an OS thread's stack is one chunk or more anyway; a guarded
-//! chunk costs a page of guard and the kernel mapping it splits, so the MMU mechanisms keep
-//! the thesis's fixed chunks). Small chunks do not fill a page each, so the release policy
+//! chunk costs a page of guard and the kernel mapping it splits, so the MMU mechanisms' chunks
+//! are never smaller than the standard one). Small chunks do not fill a page each, so the release policy
 //! never gives their pages back: they stay in the pool, resident, and count as such.
 //!
 //! # Growth
 //! A chain that gets deep gets larger chunks (when [`RuntimeConfig::growth_max`] is above the
-//! standard size: `lookahead`, 1 MiB by default, `STACKRT_CHUNK_GROWTH`; see
-//! [`super::global::set_growth`] for why not the other mechanisms). A chunk linked for a checkpoint
+//! standard size: `lookahead`, `mmu` and `mmu-reuse`, 1 MiB by default, `STACKRT_CHUNK_GROWTH`;
+//! see [`super::global::set_growth`] for why not the heap mechanisms and why the MMU ones). A chunk linked for a checkpoint
 //! with `B` bytes of stack in use below it is of the largest class of at most `B / 2` and at most
 //! `growth_max` bytes (the standard class while `B` is below four standard chunks), or larger if
 //! its reserve needs it. The size is a function of the depth, so a recursion that goes down and up
@@ -41,9 +41,16 @@
 //! the checkpoint's out-of-line path, not to the address the return predictor holds), and a deep
 //! unwind is memory-bound, so that costs far more than a pipeline flush. A million-deep recursion
 //! of 32-byte frames crossed about a thousand boundaries with 32 KiB chunks; with growth it crosses
-//! about forty (1 MiB chunks at most, [`super::config::DEFAULT_GROWTH_MAX_BYTES`] says why). The cost: a chain's newest chunk may be up to half empty, so a deep thread holds
-//! up to about twice the stack it uses (the untouched part is not resident); the reclaim budget
-//! counts in bytes ([`RuntimeConfig::reclaim_budget_at`]).
+//! about forty (1 MiB chunks at most, [`super::config::DEFAULT_GROWTH_MAX_BYTES`] says why). Under
+//! the MMU mechanisms every boundary a descent crosses is also a `SIGSEGV` and its handler
+//! (microseconds; [`super::global::set_growth`]). The cost: a chain's newest chunk may be up to
+//! half empty, so a deep thread holds up to about twice the stack it uses (the untouched part
+//! is not resident); the reclaim budget counts in bytes
+//! ([`RuntimeConfig::reclaim_budget_at`]). Measured with the thesis-size tree and 64 threads
+//! (`tree_multi 1048575 1000000 0.3 5 64`, 5 interleaved pairs, 2026-11-27) growth against
+//! fixed chunks under `mmu-reuse`: 0.98x the time and 1.00x the peak RSS on x86-64, 0.95x the
+//! time and 1.12x the peak RSS (356 against 318 MiB) on i686; under `mmu` 1.01x / 0.99x and
+//! 0.84x / 1.10x.
 //!
 //! # Where a chunk comes from and where it goes
 //! * **Acquire** (an overflow or a thread's first chunk): the thread's cache of that class

@@ -156,14 +156,18 @@ pub fn set_no_reuse() {
 }
 
 /// Whether deep chains get larger chunks ([`RuntimeConfig::growth_max`]); set for `lookahead`
-/// programs before the first thread enters, read when the runtime is built. Not for the heap
-/// mechanisms, whose slab chain links a chunk per large frame (a grown one would be megabytes
-/// per frame), nor the MMU mechanisms (each chunk is a guard page to fault on, the thesis's
-/// fixed size).
+/// and the MMU mechanisms before the first thread enters, read when the runtime is built. Not
+/// for the heap mechanisms, whose slab chain links a chunk per large frame (a grown one would
+/// be megabytes per frame). The MMU mechanisms link each chunk from a `SIGSEGV` (about 20 us
+/// on i686, whose signal frames the kernel converts): with the thesis's fixed chunks a
+/// million-deep recursion of 16-byte frames took 122 guard faults per descent, and
+/// `deep_repeat.cm 1000000 20 1` under `mmu-reuse` cost 1.33x `callee-cleanup` on i686; growing
+/// chains take 22 and 1.09x (chain module docs, "Growth"). `STACKRT_CHUNK_GROWTH=0` keeps the
+/// thesis's fixed chunks.
 static GROWTH: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
 
-/// Lets deep chains grow (`GROWTH`): `lookahead`. Must be called before the first
-/// `stackrt_chunk_thread_enter*`.
+/// Lets deep chains grow (`GROWTH`): `lookahead`, `mmu` and `mmu-reuse`. Must be called before
+/// the first `stackrt_chunk_thread_enter*`.
 pub fn set_growth() {
     GROWTH.store(true, core::sync::atomic::Ordering::Relaxed);
 }
@@ -212,10 +216,13 @@ fn build_runtime(guard: bool) -> Runtime {
         byte_setting("STACKRT_RECLAIM_BYTES", DEFAULT_RECLAIM_BYTES),
         chunk_size,
     );
-    if !guard && GROWTH.load(core::sync::atomic::Ordering::Relaxed) {
+    if GROWTH.load(core::sync::atomic::Ordering::Relaxed) {
         config.growth_max = byte_setting("STACKRT_CHUNK_GROWTH", DEFAULT_GROWTH_MAX_BYTES);
-        // Green threads' chains start small and double (chain module docs, "Small classes").
-        config.small_classes = RuntimeConfig::small_classes_for(chunk_size);
+        if !guard {
+            // Green threads' chains start small and double (chain module docs, "Small
+            // classes"); a guarded chunk is never smaller than the standard one.
+            config.small_classes = RuntimeConfig::small_classes_for(chunk_size);
+        }
     }
     config.reuse = REUSE.load(core::sync::atomic::Ordering::Relaxed);
     if CHECK_WORD.load(core::sync::atomic::Ordering::Relaxed) {
