@@ -200,6 +200,15 @@ impl Variant {
     }
 }
 
+/// Bytes by which layout `k` moves a `cmm` executable's code (`cmm compile --text-offset`):
+/// 16 bytes a layout, so each moves every function, branch target and loop head against the
+/// 16-, 32- and 64-byte boundaries that fetch, the branch predictors and the cache lines see.
+/// A build's layout alone moves the time of these programs by 4-13 % (README, "Using the
+/// compiler"), more than the differences some findings are about.
+pub fn layout_offset(k: usize) -> usize {
+    16 * k
+}
+
 /// The `--mech` values the compiler's command line accepts, read from `cmm compile --help` so
 /// that a new mechanism is measured without touching the harness (falls back to the known
 /// list).
@@ -270,7 +279,9 @@ pub struct Builder {
     root: PathBuf,
     cmm: PathBuf,
     dir: PathBuf,
-    built: HashMap<(PathBuf, Vec<String>, Variant), Result<PathBuf, String>>,
+    /// By source, options, variant and layout.
+    #[allow(clippy::type_complexity)]
+    built: HashMap<(PathBuf, Vec<String>, Variant, usize), Result<PathBuf, String>>,
     sthread: HashMap<Target, Result<PathBuf, String>>,
     gcc_major: u32,
 }
@@ -367,6 +378,24 @@ impl Builder {
     /// Builds (or returns the already built) executable of `variant` for `sources`;
     /// `Err(reason)` means "not available".
     pub fn build(&mut self, sources: &Sources, variant: &Variant) -> Result<PathBuf, String> {
+        self.build_at(sources, variant, 0)
+    }
+
+    /// The executable of `variant` with its code at layout `layout` (see [`layout_offset`]):
+    /// for a `cmm` emission-stage build other than `--race` ones, the program compiled with
+    /// `--text-offset`; for every other variant (whose layout the harness does not vary), the
+    /// one executable [`Builder::build`] makes.
+    pub fn build_at(
+        &mut self,
+        sources: &Sources,
+        variant: &Variant,
+        layout: usize,
+    ) -> Result<PathBuf, String> {
+        let layout = if matches!(variant.tool, Toolchain::Cmm { .. }) {
+            layout
+        } else {
+            0
+        };
         // The runs of one `--race` build differ only in their environment: one executable.
         let mut variant = variant.clone();
         if let Toolchain::CmmRace { run, .. } = &mut variant.tool {
@@ -377,6 +406,7 @@ impl Builder {
             sources.cm.clone(),
             sources.cmm_options.clone(),
             variant.clone(),
+            layout,
         );
         if let Some(done) = self.built.get(&key) {
             return done.clone();
@@ -385,8 +415,15 @@ impl Builder {
             .cm
             .file_stem()
             .map_or("prog".into(), |s| s.to_string_lossy().into_owned());
-        let exe = self.dir.join(format!("{stem}-{}", variant.file_key()));
-        let result = self.build_uncached(sources, variant, &exe).map(|()| exe);
+        let exe = match layout {
+            0 => self.dir.join(format!("{stem}-{}", variant.file_key())),
+            k => self
+                .dir
+                .join(format!("{stem}-{}-layout{k}", variant.file_key())),
+        };
+        let result = self
+            .build_uncached(sources, variant, layout, &exe)
+            .map(|()| exe);
         self.built.insert(key, result.clone());
         result
     }
@@ -395,6 +432,7 @@ impl Builder {
         &mut self,
         sources: &Sources,
         variant: &Variant,
+        layout: usize,
         exe: &Path,
     ) -> Result<(), String> {
         let target = variant.target;
@@ -404,6 +442,10 @@ impl Builder {
                     .args(["compile", "--backend", "emit", "--mech", mech])
                     .args(["--target", target.name()])
                     .args(&sources.cmm_options)
+                    .args(match layout {
+                        0 => vec![],
+                        k => vec!["--text-offset".to_string(), layout_offset(k).to_string()],
+                    })
                     .args(if *green {
                         &["--threads", "green"][..]
                     } else {

@@ -37,6 +37,11 @@ pub struct Options {
     /// Go on with the run in `out`: experiments it holds parts of ([`crate::part`]) are kept,
     /// not measured again.
     pub resume: bool,
+    /// Code layouts of every `cmm` executable (at least 1): each is built this many times,
+    /// its code moved by [`crate::build::layout_offset`], and measured round `r` runs layout
+    /// `(r - 1) % layouts`, so every round's ratios compare executables of one layout and a
+    /// point's mean ratio spans the layouts.
+    pub layouts: usize,
 }
 
 /// The fewest measured rounds an executable gets under a round budget: a mean, a confidence
@@ -145,6 +150,8 @@ pub struct Results {
     pub machine: Machine,
     pub size: Size,
     pub runs: usize,
+    /// Code layouts per `cmm` executable ([`Options::layouts`]).
+    pub layouts: usize,
     pub round_budget: Option<Duration>,
     pub mechanisms: Vec<String>,
     pub experiments: Vec<Experiment>,
@@ -402,6 +409,9 @@ struct Session<'a> {
     /// `STACKRT_MTSS_REGION` of an `mtss` executable run with these arguments, where the
     /// default region is too small for its native stacks.
     mtss_regions: HashMap<(PathBuf, Vec<String>), u64>,
+    /// The executables of every layout (layout 0 first) by layout 0's executable, for the
+    /// variants that have more than one ([`Options::layouts`]).
+    layouts: HashMap<PathBuf, Vec<PathBuf>>,
     memory_budget: u64,
     scratch: PathBuf,
 }
@@ -951,6 +961,11 @@ impl Session<'_> {
             let n = here.len();
             for k in 0..n {
                 let (v, exe, args, _) = here[(k + round) % n];
+                // This round's layout of the executable (one layout for every variant).
+                let exe = self
+                    .layouts
+                    .get(exe)
+                    .map_or(exe, |all| &all[(round - 1) % all.len()]);
                 self.progress.show(&format!(
                     "{} x={} round {round}/{} {} {}",
                     e.name,
@@ -1171,6 +1186,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
     let settings = crate::part::Settings {
         size: options.size,
         runs: options.runs,
+        layouts: options.layouts,
         round_budget_seconds: options.round_budget.map(|d| d.as_secs_f64()),
         targets: options.targets.clone(),
         mechanisms: mechanisms.clone(),
@@ -1215,6 +1231,7 @@ pub fn run(options: &Options) -> Result<Results, String> {
         min_stacks: HashMap::new(),
         boundaries: HashMap::new(),
         mtss_regions: HashMap::new(),
+        layouts: HashMap::new(),
         memory_budget: physical_memory_bytes() / 4 * 3,
         scratch,
     };
@@ -1269,7 +1286,32 @@ pub fn run(options: &Options) -> Result<Results, String> {
                 .progress
                 .show(&format!("{}: building {} {}", e.name, v.target, v.label()));
             match session.builder.build(&e.sources, v) {
-                Ok(exe) => built.push((v.clone(), exe)),
+                Ok(exe) => {
+                    let mut all = vec![exe.clone()];
+                    for k in 1..options.layouts.min(options.runs).max(1) {
+                        if !matches!(v.tool, Toolchain::Cmm { .. }) {
+                            break;
+                        }
+                        match session.builder.build_at(&e.sources, v, k) {
+                            Ok(other) => all.push(other),
+                            Err(reason) => {
+                                session.note(
+                                    e,
+                                    v,
+                                    None,
+                                    NoteKind::Failed,
+                                    format!("layout {k} not built: {reason}"),
+                                );
+                                all.truncate(1);
+                                break;
+                            }
+                        }
+                    }
+                    if all.len() > 1 {
+                        session.layouts.insert(exe.clone(), all);
+                    }
+                    built.push((v.clone(), exe));
+                }
                 Err(reason) => {
                     session.note(e, v, None, NoteKind::NotAvailable, reason);
                     session.progress.advance(
@@ -1323,6 +1365,7 @@ fn assemble(
         machine: Machine::detect(),
         size: options.size,
         runs: options.runs,
+        layouts: options.layouts.min(options.runs).max(1),
         round_budget: options.round_budget,
         mechanisms,
         experiments: Vec::new(),
@@ -1373,6 +1416,7 @@ mod tests {
         crate::part::Settings {
             size: Size::Tiny,
             runs: 2,
+            layouts: 1,
             round_budget_seconds: Some(10.0),
             targets: vec![Target::X86_64],
             mechanisms: vec!["lookahead".into()],

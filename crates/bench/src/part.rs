@@ -29,6 +29,9 @@ pub struct Session {
 pub struct Settings {
     pub size: Size,
     pub runs: usize,
+    /// Code layouts per `cmm` executable (`--layouts`; 1 for runs from before the option).
+    #[serde(default = "one_layout")]
+    pub layouts: usize,
     pub round_budget_seconds: Option<f64>,
     pub targets: Vec<Target>,
     pub mechanisms: Vec<String>,
@@ -97,4 +100,8 @@ pub fn commit(root: &Path) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+fn one_layout() -> usize {
+    1
 }

@@ -499,6 +499,20 @@ fn method_section(out: &mut String, results: &Results, table: &Table) {
          the ratios of runs made in the same round, with a t interval on their logarithms.",
         256
     );
+    if results.layouts > 1 {
+        let _ = writeln!(
+            out,
+            "\nCode layouts: every C-- executable of the emission stage (not `--race` builds) \
+             is built {} times, its code moved by 0 to {} bytes (`cmm compile --text-offset`), \
+             and round r runs layout (r - 1) mod {}: the ratios of one round compare \
+             executables of the same layout, and their mean spans the layouts (a build's \
+             layout alone moves these programs' times by 4-13 %, README \"Using the \
+             compiler\"). Peers and the native back end have one build (`--layouts`).",
+            results.layouts,
+            crate::build::layout_offset(results.layouts - 1),
+            results.layouts,
+        );
+    }
     if let Some(budget) = results.round_budget {
         let cells = table.len();
         let fewer = table

@@ -92,12 +92,22 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
         "Threads parked on a mutex (point:",
         "Threads waiting by yielding (point:",
         "| 1 | x86_64 | 1,000 | 10 | 16 | 160 |",
+        // Two rounds: two code layouts (the default is four, at most one per round).
+        "is built 2 times, its code moved by 0 to 16 bytes",
     ] {
         assert!(
             report.contains(needle),
             "report.md lacks {needle:?}:\n{report}"
         );
     }
+    // Each C-- executable of the emission stage in a second layout, its code 16 bytes on;
+    // the peers in one.
+    let bin = out.path().join("work/bin");
+    let layout = |name: &str| bin.join(name).is_file();
+    assert!(layout("summation_single-x86_64-cmm-lookahead-layout1"));
+    assert!(layout("summation_single-x86_64-cmm-lookahead"));
+    assert!(!layout("summation_single-x86_64-gcc-o0-layout1"));
+    assert!(layout("summation_single-x86_64-gcc-o0"));
     // The summary comes before the experiments, and each experiment's plots before its tables.
     let findings = report.find("## Findings").unwrap();
     let experiments = report.find("## Experiments").unwrap();

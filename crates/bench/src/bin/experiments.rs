@@ -30,6 +30,12 @@ struct Cli {
     /// all rounds).
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
     round_budget: f64,
+    /// Code layouts per C-- executable: each is also built with its code moved by 16, 32, ...
+    /// bytes (`cmm compile --text-offset`), and round r runs layout (r - 1) mod N, so each
+    /// round's ratios compare one layout and the mean ratio spans N of them (a build's layout
+    /// alone moves these programs' times by 4-13 %). 1: one build per mechanism.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    layouts: u32,
     /// Output directory (default target/experiments/<UTC date and time>).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -139,6 +145,7 @@ fn main() {
         peers: !cli.no_peers,
         progress: !cli.quiet,
         resume: cli.resume,
+        layouts: cli.layouts as usize,
     };
     let command = format!(
         "cargo xtask experiments {}",
