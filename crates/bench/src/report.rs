@@ -26,8 +26,10 @@ pub fn write_csv(results: &Results, path: &Path) -> std::io::Result<()> {
         .iter()
         .flat_map(|r| r.outcome.stats.keys())
         .collect();
-    let mut out =
-        String::from("experiment,x,target,variant,round,warmup,status,seconds,maxrss_kib,args");
+    let mut out = String::from(
+        "experiment,x,target,variant,round,warmup,status,seconds,maxrss_kib,minor_faults,\
+         major_faults,user_seconds,system_seconds,args",
+    );
     for name in &stat_names {
         let _ = write!(out, ",stackrt_{name}");
     }

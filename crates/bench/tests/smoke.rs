@@ -122,6 +122,27 @@ fn tiny_experiments_produce_a_report_with_plots_that_render() {
 
     let csv = std::fs::read_to_string(out.path().join("results.csv")).expect("results.csv");
     let rows: Vec<&str> = csv.lines().skip(1).collect();
+    // Every row has a value (or an empty field) for each column the header names.
+    let fields = |line: &str| {
+        let mut quoted = false;
+        1 + line
+            .chars()
+            .filter(|&c| {
+                if c == '"' {
+                    quoted = !quoted;
+                }
+                c == ',' && !quoted
+            })
+            .count()
+    };
+    let header = csv.lines().next().unwrap();
+    assert!(
+        header.contains(",seconds,maxrss_kib,minor_faults,"),
+        "{header}"
+    );
+    for row in &rows {
+        assert_eq!(fields(row), fields(header), "{header}\n{row}");
+    }
     // Each point: a verification run and two measured rounds per executable.
     assert!(
         rows.iter()
