@@ -140,7 +140,13 @@ fn build_stackrt(manifest_dir: &Path, target_dir: &Path, triple: &str) -> Result
         ])
         .arg("--target-dir")
         .arg(target_dir)
-        .args(["--config", "profile.release.panic=\"abort\""]);
+        .args(["--config", "profile.release.panic=\"abort\""])
+        // Linked only into non-PIE executables (`src/link.rs`): absolute addresses and
+        // local-exec TLS, no PC thunk on i686 nor GOT loads for its own data.
+        .args([
+            "--config",
+            &format!("target.{triple}.rustflags=[\"-C\", \"relocation-model=static\"]"),
+        ]);
     // The outer build's settings must not leak into the nested one.
     for (key, _) in env::vars_os() {
         let key = key.to_string_lossy().into_owned();
