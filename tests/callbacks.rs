@@ -195,21 +195,25 @@ fn c_code_linked_in_runs_and_cannot_switch_green_threads_from_handler_stacks() {
         for mech in MECHS {
             for threads in ["os", "green"] {
                 let what = format!("{target} {mech} {threads}");
-                let exe = compile(
-                    &root().join("tests/callbacks/c_yield.cm"),
-                    dir.path(),
-                    &format!("c_yield-{target}-{mech}-{threads}"),
-                    &[
-                        "--target",
-                        target,
-                        "--mech",
-                        mech,
-                        "--threads",
-                        threads,
-                        "--link",
-                        helper,
-                    ],
-                );
+                // A program linked with the C helper under this configuration.
+                let build = |program: &str| {
+                    compile(
+                        &root().join(format!("tests/callbacks/{program}.cm")),
+                        dir.path(),
+                        &format!("{program}-{target}-{mech}-{threads}"),
+                        &[
+                            "--target",
+                            target,
+                            "--mech",
+                            mech,
+                            "--threads",
+                            threads,
+                            "--link",
+                            helper,
+                        ],
+                    )
+                };
+                let exe = build("c_yield");
                 let mut cmd = Command::new(&exe);
                 cmd.env("STACKRT_WORKERS", "1");
                 let o = run_within(cmd, Duration::from_secs(60), &what);
@@ -224,21 +228,7 @@ fn c_code_linked_in_runs_and_cannot_switch_green_threads_from_handler_stacks() {
                     );
                     assert_eq!(text(&o.stdout), "", "{what}");
                     // From a thread other than main, the line names it.
-                    let exe = compile(
-                        &root().join("tests/callbacks/c_yield_thread.cm"),
-                        dir.path(),
-                        &format!("c_yield_thread-{target}-{mech}"),
-                        &[
-                            "--target",
-                            target,
-                            "--mech",
-                            mech,
-                            "--threads",
-                            threads,
-                            "--link",
-                            helper,
-                        ],
-                    );
+                    let exe = build("c_yield_thread");
                     let mut cmd = Command::new(&exe);
                     cmd.env("STACKRT_WORKERS", "1");
                     let o = run_within(cmd, Duration::from_secs(60), &what);

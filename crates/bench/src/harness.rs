@@ -1288,10 +1288,12 @@ pub fn run(options: &Options) -> Result<Results, String> {
             match session.builder.build(&e.sources, v) {
                 Ok(exe) => {
                     let mut all = vec![exe.clone()];
-                    for k in 1..options.layouts.min(options.runs).max(1) {
-                        if !matches!(v.tool, Toolchain::Cmm { .. }) {
-                            break;
-                        }
+                    // Only the emission stage's plain builds vary their layout (`build_at`).
+                    let layouts = match v.tool {
+                        Toolchain::Cmm { .. } => options.layouts.min(options.runs).max(1),
+                        _ => 1,
+                    };
+                    for k in 1..layouts {
                         match session.builder.build_at(&e.sources, v, k) {
                             Ok(other) => all.push(other),
                             Err(reason) => {
