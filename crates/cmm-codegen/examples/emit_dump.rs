@@ -19,7 +19,10 @@ fn main() {
     if std::env::var("DUMP_IR").is_ok() {
         eprintln!("{}", p.to_clif());
         for i in 0..p.functions.len() {
-            eprintln!("{:#?}", isel::lower_function(&p, i, t, mech::by_kind(m)));
+            eprintln!(
+                "{:#?}",
+                isel::lower_function(&p, i, t, mech::by_kind(m), &Default::default())
+            );
         }
     }
     match emit_program(&p, &EmitOptions { target: t, mech: m }) {

@@ -13,7 +13,9 @@
 //! both once); since then it hashes the green-thread lowering too (keys ending in ` green`,
 //! blessed from that day's compiler). Until 2026-11-27 that lowering lacked the driver's
 //! green-threads mark, so its keys hashed OS-thread decisions (look-ahead's check bias);
-//! re-blessed with the mark then.
+//! re-blessed with the mark then. Re-blessed on 2026-11-27 for i686's per-function spare
+//! register (`emit/spare_users.rs`): exactly the i686 keys of the mechanisms that reserve `ebp`
+//! (`lookahead`, `mmu`, `mmu-reuse`, `heap`, `heap-malloc`) changed, all 460, and no other.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -132,6 +132,12 @@ struct Isel<'a> {
     slot_offsets: Vec<u32>,
     /// Clobbers of a call to a C-- function (every allocatable register but the preserved ones).
     all_regs: PRegSet,
+    /// The spare users' symbols and the register a call to one clobbers besides `all_regs`
+    /// ([`regs::per_function_spare`]).
+    spare_users: (
+        &'a std::collections::HashSet<String>,
+        Option<regalloc2::PReg>,
+    ),
     /// Byte-register constraint on i686 (`Limit(4)`: eax, ecx, edx, ebx).
     byte_limit: Option<usize>,
     /// Set when a `brif` has closed its block (its edge blocks follow).
@@ -144,12 +150,14 @@ struct Isel<'a> {
     used: std::collections::HashSet<Value>,
 }
 
-/// Lowers function `index` of `p` to VCode.
-pub fn lower_function(
-    p: &LoweredProgram,
+/// Lowers function `index` of `p` to VCode; `spare_users` are the functions (by symbol) that a
+/// call clobbers `edi` in too ([`super::spare_users`]).
+pub fn lower_function<'a>(
+    p: &'a LoweredProgram,
     index: usize,
     target: Target,
     mech: &dyn Mechanism,
+    spare_users: &'a std::collections::HashSet<String>,
 ) -> Result<VCode, String> {
     let optimized = optimize(&p.functions[index].func)?;
     let f = &optimized;
@@ -181,6 +189,10 @@ pub fn lower_function(
         blocks: HashMap::new(),
         slot_offsets,
         all_regs,
+        spare_users: (
+            spare_users,
+            regs::per_function_spare(target, &mech.reserved_regs(target)),
+        ),
         byte_limit: if target == Target::I686 {
             Some(4)
         } else {
@@ -1631,7 +1643,13 @@ impl<'a> Isel<'a> {
         } else if external {
             regs::c_caller_saved(self.target)
         } else {
-            self.all_regs
+            let mut set = self.all_regs;
+            if let (users, Some(own)) = self.spare_users {
+                if users.contains(&symbol) {
+                    set.add(own);
+                }
+            }
+            set
         };
         let mut ret = None;
         let x87_ret = external && self.target == Target::I686 && ret_ty == Some(types::F64);

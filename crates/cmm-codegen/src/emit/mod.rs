@@ -18,6 +18,7 @@ pub mod mech;
 pub mod print;
 pub mod regs;
 mod rename;
+mod spare_users;
 pub mod vcode;
 
 pub use mech::Mechanism;
@@ -196,7 +197,8 @@ pub(crate) fn assemble_printed(
 }
 
 /// The whole-program step every mechanism can use: instruction selection, register allocation
-/// and printing of every function under `mech`, in program order. Mechanisms whose sequences
+/// and printing of every function under `mech`, in program order, each function under its
+/// register convention ([`spare_users`]). Mechanisms whose sequences
 /// depend on other functions' frames (`lookahead`'s reserves, `mmu`'s probe distances) run it
 /// twice: first to learn the frames, then to print with them.
 pub fn print_all(
@@ -204,14 +206,17 @@ pub fn print_all(
     target: Target,
     mech: &dyn Mechanism,
 ) -> Result<Vec<print::Printed>, EmitError> {
+    let users = spare_users::spare_users(p, target, mech)?;
+    let reserved = mech.reserved_regs(target);
     let mut out = Vec::with_capacity(p.functions.len());
     for (i, f) in p.functions.iter().enumerate() {
         let err = |message: String| EmitError {
             function: Some(f.name.clone()),
             message,
         };
-        let vcode = isel::lower_function(p, i, target, mech).map_err(err)?;
-        out.push(print::print_function(p, i, &vcode, target, mech).map_err(err)?);
+        let vcode = isel::lower_function(p, i, target, mech, &users).map_err(err)?;
+        let conv = regs::convention(target, &reserved, users.contains(&f.symbol));
+        out.push(print::print_function(p, i, &vcode, target, mech, conv).map_err(err)?);
     }
     Ok(out)
 }

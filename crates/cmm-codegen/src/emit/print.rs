@@ -41,8 +41,9 @@ pub struct Printed {
     pub frame_size: u32,
 }
 
-/// The regalloc2 environment of a target under a mechanism.
-pub fn machine_env(target: Target, mech: &dyn Mechanism) -> MachineEnv {
+/// The regalloc2 environment of a target under a mechanism, for a function of convention
+/// `conv`.
+pub fn machine_env(target: Target, mech: &dyn Mechanism, conv: regs::Convention) -> MachineEnv {
     let reserved = mech.reserved_regs(target);
     let mut gprs = PRegSet::empty();
     let mut saved = PRegSet::empty();
@@ -51,7 +52,7 @@ pub fn machine_env(target: Target, mech: &dyn Mechanism) -> MachineEnv {
         if reserved.contains(&r) {
             continue;
         }
-        if regs::cmm_callee_saved(target, &reserved).contains(&g) {
+        if conv.preserved.contains(&g) {
             saved.add(r);
         } else {
             gprs.add(r);
@@ -109,16 +110,17 @@ struct Printer<'a> {
     np_labels: u32,
 }
 
-/// Allocates registers for `vc` and prints function `index` of `p`.
-pub fn print_function(
-    p: &LoweredProgram,
-    index: usize,
+/// Register allocation of a function (`vc`) of convention `conv`, with the spare pass
+/// ([`super::rename`]). Returns the allocation and the preserved registers the function must
+/// save: those it writes, and those a call it makes clobbers (a call to a spare user clobbers
+/// `edi`, which a function of the program's convention preserves).
+pub fn allocate(
     vc: &VCode,
     target: Target,
     mech: &dyn Mechanism,
-) -> R<Printed> {
-    let lf = &p.functions[index];
-    let env = machine_env(target, mech);
+    conv: regs::Convention,
+) -> R<(regalloc2::Output, Vec<PReg>)> {
+    let env = machine_env(target, mech, conv);
     let opts = RegallocOptions {
         verbose_log: false,
         validate_ssa: cfg!(debug_assertions),
@@ -126,32 +128,52 @@ pub fn print_function(
     };
     let mut ra =
         regalloc2::run(vc, &env, &opts).map_err(|e| format!("register allocation: {e:?}"))?;
-    let reserved = mech.reserved_regs(target);
-    let preserved = regs::cmm_callee_saved(target, &reserved);
-    if let Some(spare) = regs::spare(target, &reserved) {
+    let preserved = conv.preserved;
+    if let Some(spare) = conv.spare {
         super::rename::to_spare(vc, &mut ra, target, preserved, spare);
     }
-
-    // Preserved registers the function writes: saved after the prologue, restored before each
-    // epilogue.
     let mut saved: Vec<PReg> = Vec::new();
-    let mut note = |a: Allocation| {
-        if let Some(r) = a.as_reg() {
-            if r.class() == RegClass::Int
-                && preserved.contains(&(r.hw_enc() as u8))
-                && !saved.contains(&r)
-            {
-                saved.push(r);
-            }
+    let mut note = |r: PReg| {
+        if r.class() == RegClass::Int
+            && preserved.contains(&(r.hw_enc() as u8))
+            && !saved.contains(&r)
+        {
+            saved.push(r);
         }
     };
     for a in &ra.allocs {
-        note(*a);
+        if let Some(r) = a.as_reg() {
+            note(r);
+        }
     }
     for (_, regalloc2::Edit::Move { to, .. }) in &ra.edits {
-        note(*to);
+        if let Some(r) = to.as_reg() {
+            note(r);
+        }
+    }
+    for inst in &vc.insts {
+        for &g in preserved {
+            if inst.clobbers.contains(regs::gpr(g)) {
+                note(regs::gpr(g));
+            }
+        }
     }
     saved.sort_by_key(|r| r.hw_enc());
+    Ok((ra, saved))
+}
+
+/// Allocates registers for `vc` and prints function `index` of `p`, of convention `conv`.
+pub fn print_function(
+    p: &LoweredProgram,
+    index: usize,
+    vc: &VCode,
+    target: Target,
+    mech: &dyn Mechanism,
+    conv: regs::Convention,
+) -> R<Printed> {
+    let lf = &p.functions[index];
+    // Preserved registers are saved after the prologue and restored before each epilogue.
+    let (ra, saved) = allocate(vc, target, mech, conv)?;
 
     // Frame layout.
     let bottom = mech.frame_bottom(target);

@@ -120,11 +120,12 @@ pub const SYSV_INT_ARGS: [u8; 6] = [RDI, RSI, RDX, RCX, R8, R9];
 ///
 /// One C-preserved register stays out of the set, the [`spare`]: `ebp`/`rbp`, or on x86-64
 /// `r15` when the mechanism reserves `rbp` (its chunk, thread or call-base register). A value
-/// that lives across C calls but no C-- call costs no save there. i686 has no spare when `ebp`
-/// is reserved: with `edi` as the spare, two preserved registers were too few (green threads'
-/// frames grew by a spill, `tests/green.rs`' hand-derived sizes), against one save and
-/// restore fewer in a recursion that calls C on the side (`deep_repeat.cm`: 1.16x to 1.01x
-/// `callee-cleanup` per call, 8 deep).
+/// that lives across C calls but no C-- call costs no save there. i686 has no program-wide
+/// spare when `ebp` is reserved: with `edi` as the spare, two preserved registers were too few
+/// (green threads' frames grew by a spill, `tests/green.rs`' hand-derived sizes), against one
+/// save and restore fewer in a recursion that calls C on the side (`deep_repeat.cm`: 1.16x to
+/// 1.01x `callee-cleanup` per call, 8 deep). There single functions take `edi` as their own
+/// spare instead ([`per_function_spare`]).
 pub fn cmm_callee_saved(target: Target, reserved: &[PReg]) -> &'static [u8] {
     match target {
         Target::I686 => &[RBX, RSI, RDI],
@@ -141,4 +142,35 @@ pub fn spare(target: Target, reserved: &[PReg]) -> Option<PReg> {
         .iter()
         .map(|&g| gpr(g))
         .find(|r| !saved.contains(&(r.hw_enc() as u8)) && !reserved.contains(r))
+}
+
+/// Where the convention has no spare for all (i686 with `ebp` reserved), the register a single
+/// function may take as its own spare: `edi`. A function that does (a *spare user*, chosen by
+/// [`super::spare_users`]) preserves only `ebx` and `esi`, and every call to it clobbers `edi`
+/// too; its callers know, since the program is compiled whole.
+pub fn per_function_spare(target: Target, reserved: &[PReg]) -> Option<PReg> {
+    (target == Target::I686 && spare(target, reserved).is_none()).then(|| gpr(RDI))
+}
+
+/// One function's register convention: the registers it preserves (saves when it writes
+/// them, or when a call it makes clobbers them) and its spare, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Convention {
+    pub preserved: &'static [u8],
+    pub spare: Option<PReg>,
+}
+
+/// The convention of a function under a mechanism: the program's ([`cmm_callee_saved`],
+/// [`spare`]), or, for a spare user, that less `edi`, which becomes its spare.
+pub fn convention(target: Target, reserved: &[PReg], spare_user: bool) -> Convention {
+    match per_function_spare(target, reserved) {
+        Some(own) if spare_user => Convention {
+            preserved: &[RBX, RSI],
+            spare: Some(own),
+        },
+        _ => Convention {
+            preserved: cmm_callee_saved(target, reserved),
+            spare: spare(target, reserved),
+        },
+    }
 }
