@@ -16,6 +16,9 @@
 //! re-blessed with the mark then. Re-blessed on 2026-11-27 for i686's per-function spare
 //! register (`emit/spare_users.rs`): exactly the i686 keys of the mechanisms that reserve `ebp`
 //! (`lookahead`, `mmu`, `mmu-reuse`, `heap`, `heap-malloc`) changed, all 460, and no other.
+//! Re-blessed again that day for the MMU mechanisms' inline C calls (stores instead of
+//! `inc`/`dec`, no deferred-switch test in OS-thread programs): only `mmu` and `mmu-reuse` keys
+//! of programs that call C changed, 624.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

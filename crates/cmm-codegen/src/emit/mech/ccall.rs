@@ -27,7 +27,8 @@
 //! thread's stack, so nothing needs probing there, and there is no copy and no indirect call.
 //! The protocol with the runtime is the trampoline's (`stackrt::chunk::handler`): the thread's
 //! SP in the slot [`SP_SLOT`] bytes below the handler stack's top, the count of C calls on the
-//! handler stack up by one while C runs, and the deferred-switch word checked after it.
+//! handler stack non-zero while C runs, and, in green-thread programs, the deferred-switch word
+//! checked after it.
 //!
 //! ```text
 //!  i686 (x86-64: rbp, rsp, qword, fs:[stackrt_chunk_tls@tpoff + 8k])
@@ -36,14 +37,22 @@
 //!  mov  dword ptr [esp - 16], ebp                           ; the thread's SP
 //!  sub  esp, 16
 //!  sub  esp, pad ; push args                                ; spills read [ebp + k]
-//!  inc  dword ptr gs:[stackrt_chunk_tls@ntpoff + 24]        ; C runs on the handler stack
+//!  mov  dword ptr gs:[stackrt_chunk_tls@ntpoff + 24], 1     ; C runs on the handler stack
 //!  call f
-//!  dec  dword ptr gs:[stackrt_chunk_tls@ntpoff + 24]
-//!  cmp  dword ptr gs:[stackrt_chunk_tls@ntpoff + 12], 0     ; C left a switch to a stub?
-//!  jne  stackrt_ccall_switched                              ; one line, exit 70
+//!  mov  dword ptr gs:[stackrt_chunk_tls@ntpoff + 24], 0
+//!  cmp  dword ptr gs:[stackrt_chunk_tls@ntpoff + 12], 0     ; green threads only: C left a
+//!  jne  stackrt_ccall_switched                              ; switch to a stub? one line, exit 70
 //!  add  esp, pad + args
 //!  mov  esp, ebp
 //! ```
+//!
+//! The trampoline counts its C calls up and down; the inline form stores 1 and 0 instead (a
+//! store each, no read-modify-write), which is the same: compiled code runs inside C on the
+//! handler stack only in a C callback, and the callback's entry saves the count and zeroes it
+//! (`stackrt::chunk::handler::nest`, restored by `unnest`), so at any one nesting level at most
+//! one C call is on the handler stack. Only the green-thread scheduler defers a switch
+//! (`stackrt::green::sched`), so an OS-thread program leaves the deferred-switch word 0 and
+//! its C calls skip the test (a compare and a branch per C call).
 
 use std::fmt::Write;
 
@@ -104,14 +113,17 @@ pub fn switch_to_handler_stack(t: Target, base: &str, out: &mut String) {
     let _ = writeln!(out, "\tsub {sp}, {SP_SLOT}");
 }
 
-/// The inline form's call of `c.callee`, counted as a C call on the handler stack.
-pub fn call_inline(c: &CallSite, out: &mut String) {
+/// The inline form's call of `c.callee`, marked as a C call on the handler stack; `green`: the
+/// program runs green threads, whose library may leave a deferred switch (module docs).
+pub fn call_inline(c: &CallSite, green: bool, out: &mut String) {
     let t = c.target;
-    let _ = writeln!(out, "\tinc {}", chunk_tls(t, CCALLS_WORD));
+    let _ = writeln!(out, "\tmov {}, 1", chunk_tls(t, CCALLS_WORD));
     let _ = writeln!(out, "\tcall {}\t# on the handler stack", c.callee);
-    let _ = writeln!(out, "\tdec {}", chunk_tls(t, CCALLS_WORD));
-    let _ = writeln!(out, "\tcmp {}, 0", chunk_tls(t, LIB_SAVE_WORD));
-    let _ = writeln!(out, "\tjne {SWITCHED_STUB}");
+    let _ = writeln!(out, "\tmov {}, 0", chunk_tls(t, CCALLS_WORD));
+    if green {
+        let _ = writeln!(out, "\tcmp {}, 0", chunk_tls(t, LIB_SAVE_WORD));
+        let _ = writeln!(out, "\tjne {SWITCHED_STUB}");
+    }
 }
 
 /// The inline form's last line: back on the thread's stack.
@@ -140,22 +152,30 @@ mod tests {
             return_label: "",
             pushes_keep_flags: true,
         };
-        let mut s = String::new();
-        switch_to_handler_stack(Target::I686, "ebp", &mut s);
-        call_inline(&c, &mut s);
-        switch_back(Target::I686, "ebp", &mut s);
-        assert_eq!(
-            s,
-            "\tmov ebp, esp\n\
-             \tmov esp, dword ptr gs:[stackrt_chunk_tls@ntpoff + 0]\t# the handler stack\n\
-             \tmov dword ptr [esp - 16], ebp\n\
-             \tsub esp, 16\n\
-             \tinc dword ptr gs:[stackrt_chunk_tls@ntpoff + 24]\n\
-             \tcall abs\t# on the handler stack\n\
-             \tdec dword ptr gs:[stackrt_chunk_tls@ntpoff + 24]\n\
-             \tcmp dword ptr gs:[stackrt_chunk_tls@ntpoff + 12], 0\n\
-             \tjne stackrt_ccall_switched\n\
-             \tmov esp, ebp\n"
-        );
+        for green in [true, false] {
+            let mut s = String::new();
+            switch_to_handler_stack(Target::I686, "ebp", &mut s);
+            call_inline(&c, green, &mut s);
+            switch_back(Target::I686, "ebp", &mut s);
+            let test = if green {
+                "\tcmp dword ptr gs:[stackrt_chunk_tls@ntpoff + 12], 0\n\
+                 \tjne stackrt_ccall_switched\n"
+            } else {
+                ""
+            };
+            assert_eq!(
+                s,
+                format!(
+                    "\tmov ebp, esp\n\
+                     \tmov esp, dword ptr gs:[stackrt_chunk_tls@ntpoff + 0]\t# the handler stack\n\
+                     \tmov dword ptr [esp - 16], ebp\n\
+                     \tsub esp, 16\n\
+                     \tmov dword ptr gs:[stackrt_chunk_tls@ntpoff + 24], 1\n\
+                     \tcall abs\t# on the handler stack\n\
+                     \tmov dword ptr gs:[stackrt_chunk_tls@ntpoff + 24], 0\n\
+                     {test}\tmov esp, ebp\n"
+                )
+            );
+        }
     }
 }

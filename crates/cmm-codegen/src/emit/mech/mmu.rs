@@ -171,12 +171,15 @@ pub struct Mmu {
     sizes: Option<HashMap<String, u32>>,
     /// Numbers the underflow labels of the C calls printed so far.
     labels: AtomicU32,
+    /// The program runs green threads: C calls test for a switch the thread library deferred
+    /// (`super::ccall`'s module docs).
+    green: bool,
 }
 
 /// `mmu` for [`super::by_kind`] (name, ABI id, frame conventions), without probe distances.
-pub static MMU_BASE: Mmu = Mmu::new(false, None);
+pub static MMU_BASE: Mmu = Mmu::new(false, None, true);
 /// `mmu-reuse` for [`super::by_kind`].
-pub static MMU_REUSE_BASE: Mmu = Mmu::new(true, None);
+pub static MMU_REUSE_BASE: Mmu = Mmu::new(true, None, true);
 
 impl Mechanism for Mmu {
     fn name(&self) -> &'static str {
@@ -241,7 +244,7 @@ impl Mechanism for Mmu {
         if on_thread_stack(c) {
             let _ = writeln!(out, "\tcall {}", c.callee);
         } else {
-            super::ccall::call_inline(c, out);
+            super::ccall::call_inline(c, self.green, out);
         }
     }
     fn extern_call_return(&self, c: &CallSite, out: &mut String) {
@@ -348,11 +351,12 @@ fn call_jump(c: &CallSite, out: &mut String) {
 }
 
 impl Mmu {
-    const fn new(reuse: bool, sizes: Option<HashMap<String, u32>>) -> Self {
+    const fn new(reuse: bool, sizes: Option<HashMap<String, u32>>, green: bool) -> Self {
         Mmu {
             reuse,
             sizes,
             labels: AtomicU32::new(0),
+            green,
         }
     }
 
@@ -382,8 +386,9 @@ pub fn emit_program(
     reuse: bool,
     chunk_size: u32,
 ) -> Result<String, EmitError> {
+    let green = crate::lower::is_green_threads(p);
     crate::emit::emit_sized_program(p, opts, chunk_size, "chunk size", |sizes| {
-        Mmu::new(reuse, Some(sizes))
+        Mmu::new(reuse, Some(sizes), green)
     })
 }
 
@@ -490,7 +495,7 @@ mod tests {
                 ..site(t, 16)
             };
             let mut s = String::new();
-            Mmu::new(false, None).extern_call_prefix(&lib, &mut s);
+            Mmu::new(false, None, true).extern_call_prefix(&lib, &mut s);
             let b = assemble(&s, t);
             let mov = if t == Target::I686 { 2 } else { 3 };
             assert_eq!((b.len() - mov) % 7, 0);
@@ -515,7 +520,7 @@ mod tests {
                 callee: "abs",
                 ..site(t, 16)
             };
-            let m = Mmu::new(true, None);
+            let m = Mmu::new(true, None, true);
             let mut s = String::new();
             m.extern_call_prefix(&c, &mut s);
             m.extern_call(&c, &mut s);
