@@ -75,22 +75,31 @@ pub fn start(trace: &Trace) {
     let mut n = 0u32;
     for e in &trace.events {
         n = n.max(e.thread + 1);
-        for &(u, _) in &e.after {
-            n = n.max(u + 1);
-        }
+    }
+    for &(u, _) in &trace.afters {
+        n = n.max(u + 1);
     }
     for &(t, _) in &trace.ends {
         n = n.max(t + 1);
     }
-    let mut threads: Vec<ThreadPlan> = (0..n)
-        .map(|_| ThreadPlan {
-            waits: Vec::new(),
-            sources: Vec::new(),
+    // Counted first, so that each thread's tables are allocated once at their size.
+    let mut sizes = vec![(0usize, 0usize); n as usize];
+    for e in &trace.events {
+        for &(u, _) in trace.after_of(e) {
+            sizes[e.thread as usize].0 += 1;
+            sizes[u as usize].1 += 1;
+        }
+    }
+    let mut threads: Vec<ThreadPlan> = sizes
+        .iter()
+        .map(|&(w, s)| ThreadPlan {
+            waits: Vec::with_capacity(w),
+            sources: Vec::with_capacity(s),
             end: None,
         })
         .collect();
     for e in &trace.events {
-        for &(u, m) in &e.after {
+        for &(u, m) in trace.after_of(e) {
             threads[e.thread as usize].waits.push((e.seq, u, m));
             threads[u as usize].sources.push(m);
         }
@@ -298,7 +307,7 @@ pub fn wait(c: &Cursor, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::race::trace::{Event, Trace};
+    use crate::race::trace::Trace;
 
     /// Three OS threads of 300 events each, with waits drawn from a recorded total order (a
     /// pseudo-random interleaving): every event must come after each event it waits for, as
@@ -324,7 +333,11 @@ mod tests {
         }
         // Every 7th event waits for the latest earlier event of each other thread.
         let mut latest = [0u64; THREADS as usize];
-        let mut events = Vec::new();
+        let mut trace = Trace {
+            version: 2,
+            ends: (0..THREADS).map(|t| (t, EVENTS)).collect(),
+            ..Trace::default()
+        };
         for (i, &(t, n)) in order.iter().enumerate() {
             if i % 7 == 0 {
                 let after: Vec<(u32, u64)> = (0..THREADS)
@@ -332,21 +345,11 @@ mod tests {
                     .map(|u| (u, latest[u as usize]))
                     .collect();
                 if !after.is_empty() {
-                    events.push(Event {
-                        thread: t,
-                        seq: n,
-                        after,
-                    });
+                    trace.push_event(t, n, &after);
                 }
             }
             latest[t as usize] = n;
         }
-        let trace = Trace {
-            version: 2,
-            events: events.clone(),
-            ends: (0..THREADS).map(|t| (t, EVENTS)).collect(),
-            ..Trace::default()
-        };
         start(&trace);
         static CLOCK: AtomicU64 = AtomicU64::new(0);
         let stamps: Vec<Vec<u64>> = std::thread::scope(|s| {
@@ -369,8 +372,8 @@ mod tests {
                 .collect();
             hs.into_iter().map(|h| h.join().unwrap()).collect()
         });
-        for e in &events {
-            for &(u, m) in &e.after {
+        for e in &trace.events {
+            for &(u, m) in trace.after_of(e) {
                 assert!(
                     stamps[u as usize][m as usize] < stamps[e.thread as usize][e.seq as usize],
                     "event {} of thread {} ran before event {m} of thread {u}",
@@ -379,6 +382,6 @@ mod tests {
                 );
             }
         }
-        assert!(events.len() > 50, "{} waits only", events.len());
+        assert!(trace.events.len() > 50, "{} waits only", trace.events.len());
     }
 }

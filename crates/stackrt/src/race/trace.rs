@@ -32,8 +32,10 @@ pub const MAGIC: &str = "stackrt-sched-trace";
 pub struct Event {
     pub thread: u32,
     pub seq: u64,
-    /// (thread, event) pairs that come first.
-    pub after: Vec<(u32, u64)>,
+    /// Where its (thread, event) pairs that come first are in [`Trace::afters`]: a trace has
+    /// hundreds of thousands of `event` lines, most with one pair, so they share one vector
+    /// instead of an allocation each.
+    pub after: core::ops::Range<u32>,
 }
 
 /// A parsed trace.
@@ -45,8 +47,28 @@ pub struct Trace {
     pub program: Option<(u64, u64)>,
     pub decisions: Vec<i32>,
     pub events: Vec<Event>,
+    /// The events' (thread, event) pairs, event after event ([`Trace::after_of`]).
+    pub afters: Vec<(u32, u64)>,
     /// `end` lines: (thread, events).
     pub ends: Vec<(u32, u64)>,
+}
+
+impl Trace {
+    /// The (thread, event) pairs that come before event `e` of this trace.
+    pub fn after_of(&self, e: &Event) -> &[(u32, u64)] {
+        &self.afters[e.after.start as usize..e.after.end as usize]
+    }
+
+    /// Adds an event that comes after the events `after` (for traces built in memory).
+    pub fn push_event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
+        let start = self.afters.len() as u32;
+        self.afters.extend_from_slice(after);
+        self.events.push(Event {
+            thread,
+            seq,
+            after: start..self.afters.len() as u32,
+        });
+    }
 }
 
 /// Most threads a trace may name (a bound on the tables relaxed replay builds from it).
@@ -68,14 +90,15 @@ fn seq(s: &str) -> Result<u64, String> {
     }
 }
 
-fn parse_event(words: &[&str]) -> Result<Event, String> {
+/// Parses an `event` line's words, its pairs appended to `afters`.
+fn parse_event(words: &[&str], afters: &mut Vec<(u32, u64)>) -> Result<Event, String> {
     let usage = "expected: event T N after U.M [U.M ...] KIND [at SITE]";
     if words.len() < 5 || words[3] != "after" {
         return Err(usage.into());
     }
     let t = thread(words[1])?;
     let n = seq(words[2])?;
-    let mut after = Vec::new();
+    let start = afters.len();
     let mut i = 4;
     while i < words.len() && words[i].contains('.') {
         let (u, m) = words[i].split_once('.').unwrap_or_default();
@@ -83,12 +106,15 @@ fn parse_event(words: &[&str]) -> Result<Event, String> {
         if u == t {
             return Err(format!("thread {t} cannot come after itself"));
         }
-        after.push((u, m));
+        afters.push((u, m));
         i += 1;
     }
-    if after.is_empty() {
+    if afters.len() == start {
         return Err(usage.into());
     }
+    let (Ok(first), Ok(end)) = (u32::try_from(start), u32::try_from(afters.len())) else {
+        return Err("too many event pairs in one trace".into());
+    };
     match words.get(i) {
         Some(k) if KINDS.contains(k) => {}
         Some(k) => return Err(format!("{k:?} is not an event kind ({})", KINDS.join(", "))),
@@ -102,7 +128,7 @@ fn parse_event(words: &[&str]) -> Result<Event, String> {
     Ok(Event {
         thread: t,
         seq: n,
-        after,
+        after: first..end,
     })
 }
 
@@ -181,7 +207,7 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
                 }
             }
             "event" => {
-                let e = parse_event(words).map_err(err)?;
+                let e = parse_event(words, &mut t.afters).map_err(err)?;
                 let i = e.thread as usize;
                 if last.len() <= i {
                     last.resize(i + 1, 0);
@@ -269,21 +295,12 @@ mod tests {
         assert_eq!(t.policy, "pct:3:2:40");
         assert_eq!(t.program, Some((12, 987654321)));
         assert_eq!(t.decisions, [0, 1, 2]);
-        assert_eq!(
-            t.events,
-            [
-                Event {
-                    thread: 2,
-                    seq: 5,
-                    after: vec![(1, 4), (3, 9)]
-                },
-                Event {
-                    thread: 2,
-                    seq: 7,
-                    after: vec![(0, 2)]
-                }
-            ]
-        );
+        let events: Vec<_> = t
+            .events
+            .iter()
+            .map(|e| (e.thread, e.seq, t.after_of(e).to_vec()))
+            .collect();
+        assert_eq!(events, [(2, 5, vec![(1, 4), (3, 9)]), (2, 7, vec![(0, 2)])]);
         assert_eq!(t.ends, [(2, 9)]);
         let v1 = parse("stackrt-sched-trace 1 random:1\n2\n0\n").unwrap();
         assert_eq!((v1.version, v1.decisions), (1, vec![2, 0]));
