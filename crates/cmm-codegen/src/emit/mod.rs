@@ -206,7 +206,7 @@ pub fn print_all(
     target: Target,
     mech: &dyn Mechanism,
 ) -> Result<Vec<print::Printed>, EmitError> {
-    let users = spare_users::spare_users(p, target, mech)?;
+    let mut plan = spare_users::spare_users(p, target, mech)?;
     let reserved = mech.reserved_regs(target);
     let mut out = Vec::with_capacity(p.functions.len());
     for (i, f) in p.functions.iter().enumerate() {
@@ -214,8 +214,11 @@ pub fn print_all(
             function: Some(f.name.clone()),
             message,
         };
-        let vcode = isel::lower_function(p, i, target, mech, &users).map_err(err)?;
-        let conv = regs::convention(target, &reserved, users.contains(&f.symbol));
+        let vcode = match plan.vcodes[i].take() {
+            Some(vcode) => vcode,
+            None => isel::lower_function(p, i, target, mech, &plan.users).map_err(err)?,
+        };
+        let conv = regs::convention(target, &reserved, plan.users.contains(&f.symbol));
         out.push(print::print_function(p, i, &vcode, target, mech, conv).map_err(err)?);
     }
     Ok(out)
@@ -410,24 +413,39 @@ pub(crate) fn emit_data(
     let _ = opts;
 }
 
+/// The C-- functions (by index) that `f`'s instructions name, each with whether the
+/// instruction calls it (`call`) or takes its address (`func_addr`).
+pub(crate) fn function_refs<'a>(
+    p: &'a LoweredProgram,
+    f: &'a cranelift_codegen::ir::Function,
+) -> impl Iterator<Item = (bool, usize)> + 'a {
+    f.layout
+        .blocks()
+        .flat_map(move |block| f.layout.block_insts(block))
+        .filter_map(move |inst| {
+            let (call, func_ref) = match f.dfg.insts[inst] {
+                InstructionData::Call { func_ref, .. } => (true, func_ref),
+                InstructionData::FuncAddr { func_ref, .. } => (false, func_ref),
+                _ => return None,
+            };
+            let ExternalName::User(r) = &f.dfg.ext_funcs[func_ref].name else {
+                return None;
+            };
+            match p.resolve(&f.params.user_named_funcs()[*r]) {
+                Some(NameTarget::Function(i)) => Some((call, i as usize)),
+                _ => None,
+            }
+        })
+}
+
 /// Functions whose address is taken: thread entries (roots of the call graph) and functions
 /// C code may call back (they get a C entry, [`c_entry`]).
 pub(crate) fn address_taken(p: &LoweredProgram) -> Vec<bool> {
     let mut taken = vec![false; p.functions.len()];
     for lf in &p.functions {
-        let f = &lf.func;
-        for block in f.layout.blocks() {
-            for inst in f.layout.block_insts(block) {
-                let InstructionData::FuncAddr { func_ref, .. } = f.dfg.insts[inst] else {
-                    continue;
-                };
-                let ExternalName::User(r) = &f.dfg.ext_funcs[func_ref].name else {
-                    continue;
-                };
-                let u = &f.params.user_named_funcs()[*r];
-                if let Some(NameTarget::Function(i)) = p.resolve(u) {
-                    taken[i as usize] = true;
-                }
+        for (call, i) in function_refs(p, &lf.func) {
+            if !call {
+                taken[i] = true;
             }
         }
     }

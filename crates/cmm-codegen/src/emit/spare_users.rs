@@ -29,27 +29,39 @@
 
 use std::collections::HashSet;
 
-use cranelift_codegen::ir::{ExternalName, InstructionData};
-
 use super::mech::Mechanism;
+use super::vcode::VCode;
 use super::{isel, print, regs, EmitError, Target};
-use crate::lower::{LoweredProgram, NameTarget};
+use crate::lower::LoweredProgram;
 
-/// The symbols of the functions that take their own spare (module docs); empty where the
-/// program's convention has a spare.
+/// What [`spare_users`] decided.
+pub struct Plan {
+    /// The symbols of the functions that take their own spare (module docs); empty where the
+    /// program's convention has a spare.
+    pub users: HashSet<String>,
+    /// Per function, the VCode of its chosen convention if the decision made it (a candidate's
+    /// VCode depends only on its callees' and its own decision, all made by then), so that
+    /// printing does not select its instructions again.
+    pub vcodes: Vec<Option<VCode>>,
+}
+
+/// Decides every function's convention (module docs).
 pub fn spare_users(
     p: &LoweredProgram,
     target: Target,
     mech: &dyn Mechanism,
-) -> Result<HashSet<String>, EmitError> {
-    let mut users = HashSet::new();
+) -> Result<Plan, EmitError> {
+    let n = p.functions.len();
+    let mut plan = Plan {
+        users: HashSet::new(),
+        vcodes: (0..n).map(|_| None).collect(),
+    };
     let reserved = mech.reserved_regs(target);
     if regs::per_function_spare(target, &reserved).is_none() {
-        return Ok(users);
+        return Ok(plan);
     }
     let callees = direct_callees(p);
     let taken = super::address_taken(p);
-    let n = p.functions.len();
     let candidate: Vec<bool> = (0..n)
         .map(|i| {
             !taken[i]
@@ -67,20 +79,24 @@ pub fn spare_users(
             function: Some(p.functions[i].name.clone()),
             message,
         };
-        let cost = |users: &HashSet<String>, user: bool| -> Result<(usize, usize), EmitError> {
+        let trial = |users: &HashSet<String>, user: bool| -> Result<_, EmitError> {
             let vc = isel::lower_function(p, i, target, mech, users).map_err(err)?;
             let conv = regs::convention(target, &reserved, user);
             let (ra, saved) = print::allocate(&vc, target, mech, conv).map_err(err)?;
-            Ok((saved.len() + ra.num_spillslots, ra.edits.len()))
+            Ok(((saved.len() + ra.num_spillslots, ra.edits.len()), vc))
         };
-        let keeping = cost(&users, false)?;
+        let (keeping, vc_keeping) = trial(&plan.users, false)?;
         let symbol = p.functions[i].symbol.clone();
-        users.insert(symbol.clone());
-        if cost(&users, true)? >= keeping {
-            users.remove(&symbol);
-        }
+        plan.users.insert(symbol.clone());
+        let (taking, vc_taking) = trial(&plan.users, true)?;
+        plan.vcodes[i] = Some(if taking < keeping {
+            vc_taking
+        } else {
+            plan.users.remove(&symbol);
+            vc_keeping
+        });
     }
-    Ok(users)
+    Ok(plan)
 }
 
 /// Per function, the C-- functions it calls directly (each once, in no particular order).
@@ -88,22 +104,10 @@ fn direct_callees(p: &LoweredProgram) -> Vec<Vec<usize>> {
     p.functions
         .iter()
         .map(|lf| {
-            let f = &lf.func;
             let mut out: Vec<usize> = Vec::new();
-            for block in f.layout.blocks() {
-                for inst in f.layout.block_insts(block) {
-                    let InstructionData::Call { func_ref, .. } = f.dfg.insts[inst] else {
-                        continue;
-                    };
-                    let ExternalName::User(r) = &f.dfg.ext_funcs[func_ref].name else {
-                        continue;
-                    };
-                    let u = &f.params.user_named_funcs()[*r];
-                    if let Some(NameTarget::Function(j)) = p.resolve(u) {
-                        if !out.contains(&(j as usize)) {
-                            out.push(j as usize);
-                        }
-                    }
+            for (call, j) in super::function_refs(p, &lf.func) {
+                if call && !out.contains(&j) {
+                    out.push(j);
                 }
             }
             out
