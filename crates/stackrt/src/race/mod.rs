@@ -41,6 +41,7 @@ pub mod relaxed;
 pub mod report;
 pub mod shadow;
 pub mod trace;
+pub mod trace_file;
 
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 use shadow::GRANULE;
@@ -271,9 +272,11 @@ fn start_relaxed(path: &str) {
     if path.is_empty() {
         bad("relaxed takes a trace file: relaxed:FILE".into());
     }
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
-    let t = trace::parse(&text).unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")));
+    let file = trace_file::read(path).unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
+    let text = file
+        .text()
+        .unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
+    let t = trace::parse(text).unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")));
     match t.program {
         None => bad(format!(
             "{path} has no --race events (record it from a --race build under the deterministic scheduler)"

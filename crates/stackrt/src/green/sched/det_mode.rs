@@ -15,13 +15,19 @@ pub(super) fn from_env() -> Option<Det<GreenPtr>> {
     }
     let policy =
         Policy::parse(&v).unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED={v:?}: {e}")));
-    let replay =
-        match &policy {
-            Policy::Replay { path } => Some(std::fs::read_to_string(path).unwrap_or_else(|e| {
-                fail(&format!("stackrt: STACKRT_SCHED: cannot read {path}: {e}"))
-            })),
-            _ => None,
-        };
+    let cannot_read = |path: &str, e: std::io::Error| -> ! {
+        fail(&format!("stackrt: STACKRT_SCHED: cannot read {path}: {e}"))
+    };
+    let replay = match &policy {
+        Policy::Replay { path } => Some((
+            path.clone(),
+            crate::race::trace_file::read(path).unwrap_or_else(|e| cannot_read(path, e)),
+        )),
+        _ => None,
+    };
+    let replay_text = replay
+        .as_ref()
+        .map(|(path, r)| r.text().unwrap_or_else(|e| cannot_read(path, e)));
     let trace = std::env::var("STACKRT_SCHED_TRACE").ok().map(|path| {
         std::fs::File::create(&path).unwrap_or_else(|e| {
             fail(&format!(
@@ -30,7 +36,7 @@ pub(super) fn from_env() -> Option<Det<GreenPtr>> {
         })
     });
     Some(
-        Det::new(policy, replay.as_deref(), trace)
+        Det::new(policy, replay_text, trace)
             .unwrap_or_else(|e| fail(&format!("stackrt: STACKRT_SCHED: {e}"))),
     )
 }
