@@ -496,9 +496,11 @@ pub fn is_contended(cell: &Cell) -> bool {
 }
 
 /// Forgets every access to the cell (its memory was freed or is allocated anew). The caller
-/// holds the cell's lock.
+/// holds the cell's lock (or is alone, `shadow::alone`). Loads and stores, no swap: every
+/// change of a cell is made under its lock.
 pub fn reset(cell: &Cell) {
-    let r = cell.r.swap(0, Relaxed);
+    let r = cell.r.load(Relaxed);
+    cell.r.store(0, Relaxed);
     if r & SHARED != 0 {
         release_set(set_of(r));
     }

@@ -239,6 +239,7 @@ pub fn start() {
         start_relaxed(&path);
     }
     set_current(new_thread(0, &VClock::new()));
+    shadow::thread_started();
     ENABLED.store(true, Relaxed);
 }
 
@@ -384,6 +385,7 @@ pub unsafe fn thread_end_of(t: *mut RaceThread) {
     }
     // SAFETY: the caller's guarantee: the state stays alive until its join, after this.
     let t = unsafe { &*t };
+    shadow::thread_ended();
     if relaxed::on() {
         relaxed::ended(&t.cursor, t.events.get());
     }
@@ -403,6 +405,7 @@ pub fn fork(handle: c_int) -> *mut RaceThread {
     // SAFETY: the running thread's state is changed only by the thread itself.
     let parent = unsafe { &mut *cur };
     let child = new_thread(handle, &parent.vc);
+    shadow::thread_started();
     tick(parent);
     if recording() {
         // SAFETY: `child` is fresh and not running yet.
@@ -720,14 +723,22 @@ fn granule(t: &RaceThread, cell: &detect::Cell, a: &Access, mask: u32) {
 /// contended (this access is a decision too).
 #[inline(never)]
 fn update(t: &RaceThread, cell: &detect::Cell, a: &Access, acc: u64, decide_on_race: bool) {
-    let l = shadow::lock_of(cell);
-    l.lock();
-    let race = if a.write {
-        detect::write(cell, acc, &t.vc)
-    } else {
-        detect::read(cell, acc, &t.vc)
+    let check = || {
+        if a.write {
+            detect::write(cell, acc, &t.vc)
+        } else {
+            detect::read(cell, acc, &t.vc)
+        }
     };
-    l.unlock();
+    let race = if shadow::alone() {
+        check()
+    } else {
+        let l = shadow::lock_of(cell);
+        l.lock();
+        let race = check();
+        l.unlock();
+        race
+    };
     if let Some(r) = race {
         report_race(a.addr, a.size, a.write, t, a.site, &r);
         if decide_on_race {
