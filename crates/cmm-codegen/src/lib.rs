@@ -11,6 +11,7 @@ pub mod emit;
 pub mod lower;
 pub mod native;
 pub mod race;
+pub mod race_repeats;
 
 pub use lower::{lower_program, LoweredProgram};
 

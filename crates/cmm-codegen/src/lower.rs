@@ -477,6 +477,11 @@ fn lower(
             fl.b.finalize(frontend_config(ptr));
             race_state = fl.race.take();
         }
+        if let Some(r) = &race_state {
+            let entry =
+                |j: u32| UserExternalName::new(FUNC_NAMESPACE, p.functions.len() as u32 + j);
+            crate::race_repeats::remove_repeated_reads(&mut func, entry(r.read), entry(r.write));
+        }
         lowered.functions.push(LoweredFunction {
             name: f.name.clone(),
             symbol: format!("cmm_{}", f.name),
