@@ -3,7 +3,7 @@
 //! join does) on four threads and three shadow granules, checked against a plain model that
 //! keeps every access with the full vector clock of its thread and calls two accesses a race
 //! when they are by different threads, touch a common byte, one is a write, and neither
-//! happened before the other. The threads' slots lie in several blocks of a read set.
+//! happened before the other. Some threads' slots share a home in a read set.
 //!
 //! - Every race the detector reports is one of the model's, with the right earlier access (the
 //!   site of an access word is the access's index here): no false positives, whatever the
@@ -16,9 +16,8 @@ use stackrt::race::clock::{self, VClock};
 use stackrt::race::detect::{self, Cell};
 
 const THREADS: usize = 6;
-/// Each thread's slot: spread over four blocks of a read set (a block holds 7 slots), so that
-/// threads share entry positions in different blocks (`detect`'s homes), and one beyond the
-/// slots that have a home.
+/// Each thread's slot: 0, 8 and 40 have the same home (entry `slot mod 8` of a read set of 8
+/// entries, `detect`'s homes), and 8 and 40 in a set of 16 or 32 entries too.
 const SLOT: [usize; THREADS] = [0, 1, 8, 7, 22, 40];
 const WORDS: usize = 3;
 const LOCKS: usize = 2;

@@ -29,8 +29,11 @@
 //! before the write ([`conflicts`]), which makes it a real race; and a read that covers it
 //! is kept too, so no race is missed. Kept reads go when a write covers their bytes. So a
 //! thread's first read of data that several threads read costs one entry's store, and its
-//! same-epoch check one entry's load, whatever the number of readers. Threads of slots beyond
-//! [`HOME_SLOTS`] have no home: their reads take any free entry and are searched for.
+//! same-epoch check one entry's load, whatever the number of readers. A set has 8 entries,
+//! then 16, 32, ... (moved to the next size when full), and a thread's home is entry `slot
+//! mod size`: threads whose homes meet take any free entry and are searched for. A read that
+//! would need more than 4,096 entries (more reads unordered at once than there are thread
+//! slots, of different bytes of the granule) is not kept: a missed race, never a false one.
 //!
 //! # Locking
 //!
@@ -43,8 +46,8 @@
 //! entry of its own from that other cell and skips recording a read: a missed race, never a
 //! false one.
 
+use core::sync::atomic::AtomicU64;
 use core::sync::atomic::Ordering::Relaxed;
-use core::sync::atomic::{AtomicPtr, AtomicU64};
 
 use super::clock::{self, VClock, CONTENDED, SHARED};
 use crate::base::spin::SpinLock;
@@ -65,20 +68,31 @@ pub struct Race {
     pub prev_write: bool,
 }
 
-/// Reads of a cell by threads whose reads are not ordered: up to 7 access words (0: free),
-/// then a further block. 64 bytes.
+/// Reads of a cell by threads whose reads are not ordered: `8 << class` access words (0:
+/// free) in `1 << class` contiguous 64-byte blocks, the class in the low bits of the set's
+/// pointer (blocks are 64-byte aligned). A thread's *home* is entry `slot mod capacity`, as in a
+/// read vector clock: up to 8 threads of consecutive slots each have their own entry in one
+/// cache line, loaded straight from the set's pointer. (Sets of 7 entries and a link to the
+/// next block gave the 8th thread's reads a second block and a second dependent miss: the
+/// thesis's Tree took 1.2x the time with 7 threads that it took with 6 under `--race`.)
 #[repr(C, align(64))]
-pub struct ReadSet {
-    entries: [AtomicU64; 7],
-    next: AtomicPtr<ReadSet>,
+pub struct Block {
+    entries: [AtomicU64; 8],
 }
 
-/// Released read sets, linked through `next`: the process's pool, behind a lock that each OS
-/// thread takes once per [`BATCH`] sets ([`LOCAL`]).
-static POOL: SpinLock<usize> = SpinLock::new(0);
+/// Entries of a block.
+const PER_BLOCK: usize = 8;
+/// Set classes: 8 to 4,096 entries (as many as thread slots).
+const CLASSES: usize = 10;
+const CLASS_MASK: usize = 0xf;
+
+/// Released sets of each class, linked through their first entry (see [`link`]): the
+/// process's pools, behind locks; class 0, by far the most used, also through a per-OS-thread
+/// cache ([`LOCAL`]) that takes [`BATCH`] sets at a time.
+static POOLS: [SpinLock<usize>; CLASSES] = [const { SpinLock::new(0) }; CLASSES];
 const BATCH: usize = 64;
 
-/// A list of released sets linked through `next`: its first and last set and its length.
+/// A list of released class-0 sets: its first and last set and its length.
 #[derive(Clone, Copy)]
 struct List {
     head: usize,
@@ -93,35 +107,65 @@ const EMPTY: List = List {
 };
 
 thread_local! {
-    /// The sets this OS thread took from [`POOL`] or released, so that a cell's reads going
-    /// shared and its memory being freed take no shared lock (threads reading the same data
-    /// make and release sets on every core at once). At most `4 * BATCH` long; a thread's
-    /// end gives it back ([`return_local_sets`]).
+    /// The class-0 sets this OS thread took from the pool or released, so that a cell's reads
+    /// going shared and its memory being freed take no shared lock (threads reading the same
+    /// data make and release sets on every core at once). At most `4 * BATCH` long; a
+    /// thread's end gives it back ([`return_local_sets`]).
     static LOCAL: core::cell::Cell<List> = const { core::cell::Cell::new(EMPTY) };
+}
+
+/// A pooled set's link word: the next set with [`SHARED`] set, which no access word has, so
+/// that a same-epoch check that loads a released set's first entry never takes it for a read.
+fn link(next: usize) -> u64 {
+    SHARED | next as u64
 }
 
 /// The next set of a pool list.
 fn next_of(s: usize) -> usize {
-    // SAFETY: pool entries are leaked, never freed, ReadSets.
-    unsafe { (*(s as *mut ReadSet)).next.load(Relaxed) as usize }
+    // SAFETY: pool entries are leaked, never freed, blocks.
+    (unsafe { (*(s as *const Block)).entries[0].load(Relaxed) } & !SHARED) as usize
 }
 
-/// Takes up to [`BATCH`] sets from the process's pool, making a new batch when it is empty.
-fn refill() -> List {
-    let taken = POOL.with(|head| {
+fn set_next(s: usize, next: usize) {
+    // SAFETY: as above; the set is in a list only its holder changes.
+    unsafe { (*(s as *const Block)).entries[0].store(link(next), Relaxed) };
+}
+
+/// Leaks `n` sets of `class` (never given back to the allocator, see the module docs) and
+/// links them into a list.
+fn make(class: usize, n: usize) -> List {
+    let blocks = n << class;
+    let batch: &'static mut [Block] = Box::leak(
+        (0..blocks)
+            .map(|_| Block {
+                entries: Default::default(),
+            })
+            .collect(),
+    );
+    let mut l = EMPTY;
+    for set in batch.chunks_exact(1 << class).rev() {
+        let s = set.as_ptr() as usize;
+        set_next(s, l.head);
+        if l.tail == 0 {
+            l.tail = s;
+        }
+        l.head = s;
+        l.len += 1;
+    }
+    l
+}
+
+/// Takes up to `n` sets of `class` from the process's pool, making new ones when it is empty.
+fn take(class: usize, n: usize) -> List {
+    let taken = POOLS[class].with(|head| {
         let mut l = EMPTY;
-        while *head != 0 && l.len < BATCH {
+        while *head != 0 && l.len < n {
             let s = *head;
             *head = next_of(s);
             if l.head == 0 {
                 l.head = s;
             } else {
-                // SAFETY: `l.tail` is a set of this list.
-                unsafe {
-                    (*(l.tail as *mut ReadSet))
-                        .next
-                        .store(s as *mut ReadSet, Relaxed)
-                };
+                set_next(l.tail, s);
             }
             l.tail = s;
             l.len += 1;
@@ -129,72 +173,53 @@ fn refill() -> List {
         l
     });
     if taken.len > 0 {
-        // SAFETY: the last set of the list taken.
-        unsafe {
-            (*(taken.tail as *mut ReadSet))
-                .next
-                .store(core::ptr::null_mut(), Relaxed)
-        };
+        set_next(taken.tail, 0);
         return taken;
     }
-    // A batch leaked on purpose: sets are never given back to the allocator (see the module
-    // docs).
-    let batch: &'static mut [ReadSet] = Box::leak(
-        (0..BATCH)
-            .map(|_| ReadSet {
-                entries: Default::default(),
-                next: AtomicPtr::new(core::ptr::null_mut()),
-            })
-            .collect(),
-    );
-    let mut l = EMPTY;
-    for s in batch.iter_mut().rev() {
-        s.next.store(l.head as *mut ReadSet, Relaxed);
-        if l.tail == 0 {
-            l.tail = s as *mut ReadSet as usize;
-        }
-        l.head = s as *mut ReadSet as usize;
-        l.len += 1;
-    }
-    l
+    make(class, n)
 }
 
-fn new_set() -> &'static ReadSet {
-    let mut l = LOCAL.get();
-    if l.head == 0 {
-        l = refill();
-    }
-    let p = l.head as *mut ReadSet;
-    l.head = next_of(l.head);
-    l.len -= 1;
-    if l.head == 0 {
-        l.tail = 0;
-    }
-    LOCAL.set(l);
-    // SAFETY: a leaked ReadSet, now the caller's alone.
-    let s = unsafe { &*p };
-    s.next.store(core::ptr::null_mut(), Relaxed);
-    for e in &s.entries {
+/// A clear set of `class`, the caller's alone.
+fn new_set(class: usize) -> usize {
+    let s = if class == 0 {
+        let mut l = LOCAL.get();
+        if l.head == 0 {
+            l = take(0, BATCH);
+        }
+        let s = l.head;
+        l.head = next_of(s);
+        l.len -= 1;
+        if l.head == 0 {
+            l.tail = 0;
+        }
+        LOCAL.set(l);
+        s
+    } else {
+        take(class, 1).head
+    };
+    for e in entries(s | class) {
         e.store(0, Relaxed);
     }
-    s
+    s | class
 }
 
-/// Gives a set and its further blocks back to the pool.
-fn release_set(mut s: *mut ReadSet) {
-    let mut l = LOCAL.get();
-    while !s.is_null() {
-        // SAFETY: sets are leaked ReadSets; this chain was the releasing cell's.
-        let next = unsafe { (*s).next.load(Relaxed) };
-        // SAFETY: as above.
-        unsafe { (*s).next.store(l.head as *mut ReadSet, Relaxed) };
-        if l.tail == 0 {
-            l.tail = s as usize;
-        }
-        l.head = s as usize;
-        l.len += 1;
-        s = next;
+/// Gives the set `r` (a read word's set: pointer and class) back to its pool.
+fn release_set(r: usize) {
+    let (s, class) = (r & !CLASS_MASK, r & CLASS_MASK);
+    if class != 0 {
+        POOLS[class].with(|head| {
+            set_next(s, *head);
+            *head = s;
+        });
+        return;
     }
+    let mut l = LOCAL.get();
+    set_next(s, l.head);
+    if l.tail == 0 {
+        l.tail = s;
+    }
+    l.head = s;
+    l.len += 1;
     if l.len > 4 * BATCH {
         give_back(l);
         l = EMPTY;
@@ -202,18 +227,13 @@ fn release_set(mut s: *mut ReadSet) {
     LOCAL.set(l);
 }
 
-/// Puts the list `l` in front of the process's pool.
+/// Puts the class-0 list `l` in front of the process's pool.
 fn give_back(l: List) {
     if l.len == 0 {
         return;
     }
-    POOL.with(|head| {
-        // SAFETY: `l.tail` is the last set of the list.
-        unsafe {
-            (*(l.tail as *mut ReadSet))
-                .next
-                .store(*head as *mut ReadSet, Relaxed)
-        };
+    POOLS[0].with(|head| {
+        set_next(l.tail, *head);
         *head = l.head;
     });
 }
@@ -224,99 +244,63 @@ pub fn return_local_sets() {
     give_back(l);
 }
 
-fn set_of(r: u64) -> *mut ReadSet {
-    (r & !SHARED) as usize as *mut ReadSet
+/// The set (pointer and class) of a read word with [`SHARED`].
+fn set_of(r: u64) -> usize {
+    (r & !SHARED) as usize
 }
 
-/// Calls `f` on every entry word of the set chain starting at `s`.
-fn for_entries(s: *mut ReadSet, mut f: impl FnMut(&AtomicU64)) {
-    let mut s = s;
-    while !s.is_null() {
-        // SAFETY: sets are leaked ReadSets (type-stable).
-        let set = unsafe { &*s };
-        for e in &set.entries {
-            f(e);
-        }
-        s = set.next.load(Relaxed);
-    }
-}
-
-/// Thread slots below this have a home (the first four blocks of a set): a set grows to its
-/// readers' home blocks, and a home further down would cost a cell read by a few threads of
-/// high slots a long chain. Threads of higher slots take any free entry, as sets did before
-/// homes.
-const HOME_SLOTS: usize = 28;
-
-/// The *home* of `acc`'s thread in the chain at `s`: entry `slot % 7` of block `slot / 7`,
-/// where its reads go when the entry is free (a read vector clock's layout, FastTrack's, for
-/// the common case), so that its same-epoch check loads one entry ([`read_is_redundant`]).
-/// `None` if its slot has no home ([`HOME_SLOTS`]), `Some(None)` if the chain is shorter.
+/// The entries of set `r` (pointer and class).
 #[inline(always)]
-fn home(s: *mut ReadSet, acc: u64) -> Option<Option<&'static AtomicU64>> {
-    let slot = clock::slot(acc);
-    if slot >= HOME_SLOTS {
-        return None;
-    }
-    let mut s = s;
-    for _ in 0..slot / 7 {
-        // SAFETY: sets are leaked ReadSets (type-stable).
-        s = unsafe { (*s).next.load(Relaxed) };
-        if s.is_null() {
-            return Some(None);
-        }
-    }
-    // SAFETY: as above.
-    Some(Some(unsafe { &(*s).entries[slot % 7] }))
+fn entries(r: usize) -> &'static [AtomicU64] {
+    let (s, class) = (r & !CLASS_MASK, r & CLASS_MASK);
+    // SAFETY: sets are leaked runs of `1 << class` blocks (type-stable: a set released and
+    // reused stays a run of its class).
+    unsafe { core::slice::from_raw_parts(s as *const AtomicU64, PER_BLOCK << class) }
 }
 
-/// [`home`], adding empty blocks to reach it; `None` if its slot has no home. The caller holds
-/// the cell's lock.
-fn home_or_grow(s: *mut ReadSet, acc: u64) -> Option<&'static AtomicU64> {
-    let slot = clock::slot(acc);
-    if slot >= HOME_SLOTS {
-        return None;
-    }
-    let mut s = s;
-    for _ in 0..slot / 7 {
-        // SAFETY: sets are leaked ReadSets (type-stable); the chain is the locked cell's.
-        let set = unsafe { &*s };
-        let mut next = set.next.load(Relaxed);
-        if next.is_null() {
-            next = new_set() as *const ReadSet as *mut ReadSet;
-            set.next.store(next, Relaxed);
-        }
-        s = next;
-    }
-    // SAFETY: as above.
-    Some(unsafe { &(*s).entries[slot % 7] })
+/// The home of `acc`'s thread in set `r`: entry `slot mod capacity` (module docs, "Kept
+/// reads").
+#[inline(always)]
+fn home(r: usize, acc: u64) -> &'static AtomicU64 {
+    let es = entries(r);
+    &es[clock::slot(acc) & (es.len() - 1)]
 }
 
-/// Puts `acc` into its home in the chain at `s` if free, else the first free entry, adding a
-/// block if all are used. The caller holds the cell's lock.
-fn insert(s: *mut ReadSet, acc: u64) {
-    if let Some(h) = home_or_grow(s, acc) {
-        if h.load(Relaxed) == 0 {
-            h.store(acc, Relaxed);
-            return;
-        }
+/// Puts `acc` into set `r`: its home if free, else the first free entry; a full set is moved
+/// to one of the next class (each entry to its home there if free) and `cell` points to it.
+/// The caller holds the cell's lock.
+fn insert(cell: &Cell, r: usize, acc: u64) {
+    let h = home(r, acc);
+    if h.load(Relaxed) == 0 {
+        h.store(acc, Relaxed);
+        return;
     }
-    let mut s = s;
-    loop {
-        // SAFETY: sets are leaked ReadSets (type-stable).
-        let set = unsafe { &*s };
-        if let Some(e) = set.entries.iter().find(|e| e.load(Relaxed) == 0) {
-            e.store(acc, Relaxed);
-            return;
-        }
-        let next = set.next.load(Relaxed);
-        if next.is_null() {
-            let fresh = new_set();
-            fresh.entries[0].store(acc, Relaxed);
-            set.next
-                .store(fresh as *const ReadSet as *mut ReadSet, Relaxed);
-            return;
-        }
-        s = next;
+    if let Some(e) = entries(r).iter().find(|e| e.load(Relaxed) == 0) {
+        e.store(acc, Relaxed);
+        return;
+    }
+    let class = r & CLASS_MASK;
+    if class + 1 >= CLASSES {
+        // Every thread slot has an entry: a set this full holds one read of each thread,
+        // and `read` replaces a thread's own older reads, so this is not reached.
+        return;
+    }
+    let bigger = new_set(class + 1);
+    for e in entries(r) {
+        put(bigger, e.load(Relaxed));
+    }
+    put(bigger, acc);
+    cell.r.store(SHARED | bigger as u64, Relaxed);
+    release_set(r);
+}
+
+/// Puts `acc` into set `r`, which has room: its home if free, else the first free entry.
+fn put(r: usize, acc: u64) {
+    let h = home(r, acc);
+    if h.load(Relaxed) == 0 {
+        h.store(acc, Relaxed);
+    } else if let Some(e) = entries(r).iter().find(|e| e.load(Relaxed) == 0) {
+        e.store(acc, Relaxed);
     }
 }
 
@@ -341,34 +325,17 @@ pub fn read_is_redundant(cell: &Cell, acc: u64) -> bool {
     if r & SHARED == 0 {
         return r != 0 && same_epoch_covering(r, acc);
     }
-    let mut s = set_of(r);
+    let s = set_of(r);
     // A thread's reads go home whenever home is free or its own ([`read`], [`insert`]), so
     // only a home taken by another thread sends them elsewhere. ("Not redundant" is always
     // safe: [`read`] then finds what a search here would.)
-    match home(s, acc) {
-        // Its home block does not exist: it never read here.
-        Some(None) => return false,
-        Some(Some(h)) => {
-            let h = h.load(Relaxed);
-            if h == 0 || clock::slot(h) == clock::slot(acc) {
-                return same_epoch_covering(h, acc);
-            }
-        }
-        None => {}
+    let h = home(s, acc).load(Relaxed);
+    if h == 0 || clock::slot(h) == clock::slot(acc) {
+        return same_epoch_covering(h, acc);
     }
-    while !s.is_null() {
-        // SAFETY: as above.
-        let set = unsafe { &*s };
-        if set
-            .entries
-            .iter()
-            .any(|e| same_epoch_covering(e.load(Relaxed), acc))
-        {
-            return true;
-        }
-        s = set.next.load(Relaxed);
-    }
-    false
+    entries(s)
+        .iter()
+        .any(|e| same_epoch_covering(e.load(Relaxed), acc))
 }
 
 /// Whether a write `acc` adds nothing: the same thread wrote the same bytes in the same epoch
@@ -401,39 +368,36 @@ pub fn read(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
         } else if replaces(r) {
             cell.r.store(acc, Relaxed);
         } else {
-            let p = new_set() as *const ReadSet as *mut ReadSet;
-            insert(p, r);
-            insert(p, acc);
-            cell.r.store(SHARED | p as usize as u64, Relaxed);
+            let p = new_set(0);
+            put(p, r);
+            put(p, acc);
+            cell.r.store(SHARED | p as u64, Relaxed);
         }
     } else {
         let s = set_of(r);
-        if let Some(h) = home_or_grow(s, acc) {
-            let v = h.load(Relaxed);
-            if v != 0 && same_epoch_covering(v, acc) {
-                return race;
-            }
-            if v == 0 || (clock::slot(v) == clock::slot(acc) && replaces(v)) {
-                // Its home entry is free or holds an earlier read of its own thread of no
-                // other bytes: the read goes there, leaving the other entries alone (module
-                // docs, "Kept reads").
-                h.store(acc, Relaxed);
-                return race;
-            }
+        let h = home(s, acc);
+        let v = h.load(Relaxed);
+        if v != 0 && same_epoch_covering(v, acc) {
+            return race;
         }
-        let mut known = false;
-        for_entries(s, |e| {
-            let v = e.load(Relaxed);
-            known = known || same_epoch_covering(v, acc);
-        });
+        if v == 0 || (clock::slot(v) == clock::slot(acc) && replaces(v)) {
+            // Its home entry is free or holds an earlier read of its own thread of no other
+            // bytes: the read goes there, leaving the other entries alone (module docs, "Kept
+            // reads").
+            h.store(acc, Relaxed);
+            return race;
+        }
+        let known = entries(s)
+            .iter()
+            .any(|e| same_epoch_covering(e.load(Relaxed), acc));
         if !known {
-            for_entries(s, |e| {
+            for e in entries(s) {
                 let v = e.load(Relaxed);
                 if v != 0 && replaces(v) {
                     e.store(0, Relaxed);
                 }
-            });
-            insert(s, acc);
+            }
+            insert(cell, s, acc);
         }
     }
     race
@@ -462,10 +426,10 @@ pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
     } else if r != 0 {
         let s = set_of(r);
         let mut left = 0;
-        for_entries(s, |e| {
+        for e in entries(s) {
             let v = e.load(Relaxed);
             if v == 0 {
-                return;
+                continue;
             }
             if race.is_none() && conflicts(v, acc, c) {
                 race = Some(Race {
@@ -478,7 +442,7 @@ pub fn write(cell: &Cell, acc: u64, c: &VClock) -> Option<Race> {
             } else {
                 left += 1;
             }
-        });
+        }
         if left == 0 {
             cell.r.store(0, Relaxed);
             release_set(s);
@@ -505,4 +469,51 @@ pub fn reset(cell: &Cell) {
         release_set(set_of(r));
     }
     cell.w.store(0, Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` threads of slots `0..n` (each at clock 1), none ordered with another.
+    fn reader(slot: usize, site: u32) -> u64 {
+        clock::access(1, slot, 0xff, site)
+    }
+
+    #[test]
+    fn a_read_set_grows_past_eight_readers_and_keeps_every_read() {
+        let cell = Cell::default();
+        // Each thread's clock knows only itself: no read covers another.
+        let clock_of = |slot: usize| {
+            let mut c = VClock::new();
+            c.set(slot, 1);
+            c
+        };
+        for slot in 0..40 {
+            let acc = reader(slot, slot as u32);
+            assert!(read(&cell, acc, &clock_of(slot)).is_none());
+            assert!(read_is_redundant(&cell, acc), "slot {slot}");
+        }
+        let r = cell.r.load(Relaxed);
+        assert_ne!(r & SHARED, 0);
+        // 40 readers: a set of 64 entries (class 3).
+        assert_eq!(set_of(r) & CLASS_MASK, 3);
+        for slot in 0..40 {
+            assert!(
+                read_is_redundant(&cell, reader(slot, slot as u32)),
+                "slot {slot}"
+            );
+        }
+        // A write that knows all but the last reader races with that one, and its bytes cover
+        // every read: the set is cleared and given back.
+        let mut most = clock_of(100);
+        for slot in 0..39 {
+            most.set(slot, 1);
+        }
+        let w = clock::access(1, 100, 0xff, 999);
+        let race = write(&cell, w, &most).expect("a race");
+        assert!(!race.prev_write);
+        assert_eq!(clock::slot(race.prev), 39);
+        assert_eq!(cell.r.load(Relaxed), 0);
+    }
 }
