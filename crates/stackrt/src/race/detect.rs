@@ -87,12 +87,17 @@ const CLASSES: usize = 10;
 const CLASS_MASK: usize = 0xf;
 
 /// Released sets of each class, linked through their first entry (see [`link`]): the
-/// process's pools, behind locks; class 0, by far the most used, also through a per-OS-thread
-/// cache ([`LOCAL`]) that takes [`BATCH`] sets at a time.
+/// process's pools, behind locks, and a per-OS-thread cache of each ([`LOCAL`]) that takes
+/// [`BATCH`] blocks' worth at a time.
 static POOLS: [SpinLock<usize>; CLASSES] = [const { SpinLock::new(0) }; CLASSES];
 const BATCH: usize = 64;
 
-/// A list of released class-0 sets: its first and last set and its length.
+/// Sets of `class` taken from the pool or made at a time.
+fn batch(class: usize) -> usize {
+    BATCH >> class.min(6)
+}
+
+/// A list of released sets: its first and last set and its length.
 #[derive(Clone, Copy)]
 struct List {
     head: usize,
@@ -107,11 +112,12 @@ const EMPTY: List = List {
 };
 
 thread_local! {
-    /// The class-0 sets this OS thread took from the pool or released, so that a cell's reads
-    /// going shared and its memory being freed take no shared lock (threads reading the same
-    /// data make and release sets on every core at once). At most `4 * BATCH` long; a
-    /// thread's end gives it back ([`return_local_sets`]).
-    static LOCAL: core::cell::Cell<List> = const { core::cell::Cell::new(EMPTY) };
+    /// The sets of each class this OS thread took from the pool or released, so that a
+    /// cell's reads going shared, its set growing and its memory being freed take no shared
+    /// lock (threads reading the same data make and release sets on every core at once). At
+    /// most `4 * batch(class)` long; a thread's end gives them back ([`return_local_sets`]).
+    static LOCAL: [core::cell::Cell<List>; CLASSES] =
+        const { [const { core::cell::Cell::new(EMPTY) }; CLASSES] };
 }
 
 /// A pooled set's link word: the next set with [`SHARED`] set, which no access word has, so
@@ -155,9 +161,13 @@ fn make(class: usize, n: usize) -> List {
     l
 }
 
-/// Takes up to `n` sets of `class` from the process's pool, making new ones when it is empty.
-fn take(class: usize, n: usize) -> List {
+/// Takes [`batch`] sets of `class` from the process's pool, making them when it is empty.
+fn take(class: usize) -> List {
+    let n = batch(class);
     let taken = POOLS[class].with(|head| {
+        if *head == 0 {
+            return None;
+        }
         let mut l = EMPTY;
         while *head != 0 && l.len < n {
             let s = *head;
@@ -170,21 +180,25 @@ fn take(class: usize, n: usize) -> List {
             l.tail = s;
             l.len += 1;
         }
-        l
+        Some(l)
     });
-    if taken.len > 0 {
-        set_next(taken.tail, 0);
-        return taken;
+    match taken {
+        Some(l) => {
+            set_next(l.tail, 0);
+            l
+        }
+        // A batch of its own: a set of its own would be an allocation of its own, with the
+        // allocator's alignment padding.
+        None => make(class, n),
     }
-    make(class, n)
 }
 
 /// A clear set of `class`, the caller's alone.
 fn new_set(class: usize) -> usize {
-    let s = if class == 0 {
-        let mut l = LOCAL.get();
+    let s = LOCAL.with(|local| {
+        let mut l = local[class].get();
         if l.head == 0 {
-            l = take(0, BATCH);
+            l = take(class);
         }
         let s = l.head;
         l.head = next_of(s);
@@ -192,11 +206,9 @@ fn new_set(class: usize) -> usize {
         if l.head == 0 {
             l.tail = 0;
         }
-        LOCAL.set(l);
+        local[class].set(l);
         s
-    } else {
-        take(class, 1).head
-    };
+    });
     for e in entries(s | class) {
         e.store(0, Relaxed);
     }
@@ -206,33 +218,28 @@ fn new_set(class: usize) -> usize {
 /// Gives the set `r` (a read word's set: pointer and class) back to its pool.
 fn release_set(r: usize) {
     let (s, class) = (r & !CLASS_MASK, r & CLASS_MASK);
-    if class != 0 {
-        POOLS[class].with(|head| {
-            set_next(s, *head);
-            *head = s;
-        });
-        return;
-    }
-    let mut l = LOCAL.get();
-    set_next(s, l.head);
-    if l.tail == 0 {
-        l.tail = s;
-    }
-    l.head = s;
-    l.len += 1;
-    if l.len > 4 * BATCH {
-        give_back(l);
-        l = EMPTY;
-    }
-    LOCAL.set(l);
+    LOCAL.with(|local| {
+        let mut l = local[class].get();
+        set_next(s, l.head);
+        if l.tail == 0 {
+            l.tail = s;
+        }
+        l.head = s;
+        l.len += 1;
+        if l.len > 4 * batch(class) {
+            give_back(class, l);
+            l = EMPTY;
+        }
+        local[class].set(l);
+    });
 }
 
-/// Puts the class-0 list `l` in front of the process's pool.
-fn give_back(l: List) {
+/// Puts the list `l` of `class` in front of the process's pool.
+fn give_back(class: usize, l: List) {
     if l.len == 0 {
         return;
     }
-    POOLS[0].with(|head| {
+    POOLS[class].with(|head| {
         set_next(l.tail, *head);
         *head = l.head;
     });
@@ -240,8 +247,11 @@ fn give_back(l: List) {
 
 /// Gives the calling OS thread's released sets back to the process (its thread ends).
 pub fn return_local_sets() {
-    let l = LOCAL.replace(EMPTY);
-    give_back(l);
+    LOCAL.with(|local| {
+        for (class, l) in local.iter().enumerate() {
+            give_back(class, l.replace(EMPTY));
+        }
+    });
 }
 
 /// The set (pointer and class) of a read word with [`SHARED`].
