@@ -27,13 +27,14 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::Ordering::{Relaxed, SeqCst};
 use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Mutex, OnceLock};
 
 use crate::base::abi::THREAD_FAILURE_EXIT_STATUS;
 use crate::base::diag::{fail, StackBuf, FATAL_EXIT_STATUS};
 use crate::base::spin::SpinLock;
 
+pub mod addr_map;
 pub mod clock;
 pub mod detect;
 pub mod record;
@@ -43,6 +44,7 @@ pub mod shadow;
 pub mod trace;
 pub mod trace_file;
 
+use addr_map::AddrMap;
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 use shadow::GRANULE;
 
@@ -141,12 +143,12 @@ const CLOCK_STRIPES: usize = 64;
 /// lookup and a join): threads synchronising on different objects do not meet, and the CASes
 /// of one word still take one lock in turn. A futex mutex for them all made green threads
 /// spinning on CAS words sleep in the kernel.
-static LOCK_CLOCKS: [SpinLock<Option<HashMap<usize, VClock>>>; CLOCK_STRIPES] =
+static LOCK_CLOCKS: [SpinLock<Option<AddrMap<usize, VClock>>>; CLOCK_STRIPES] =
     [const { SpinLock::new(None) }; CLOCK_STRIPES];
 
 /// Runs `f` on the clocks of the stripe of `addr`.
-fn with_clocks<R>(addr: usize, f: impl FnOnce(&mut HashMap<usize, VClock>) -> R) -> R {
-    LOCK_CLOCKS[stripe(addr)].with(|map| f(map.get_or_insert_with(HashMap::new)))
+fn with_clocks<R>(addr: usize, f: impl FnOnce(&mut AddrMap<usize, VClock>) -> R) -> R {
+    LOCK_CLOCKS[stripe(addr)].with(|map| f(map.get_or_insert_with(AddrMap::default)))
 }
 
 /// The stripe of a synchronisation object's address (objects are at least 4-byte aligned).

@@ -12,7 +12,7 @@
 //! and the edges written so far), and an edge it covers is not written: a mutex-protected
 //! counter gives lock lines, not one line per access.
 
-use std::collections::HashMap;
+use super::addr_map::AddrMap;
 use std::io::Write as _;
 use std::sync::Mutex;
 
@@ -56,11 +56,11 @@ struct Granule {
 /// The recorder's state.
 #[derive(Default)]
 pub struct Recorder {
-    granules: HashMap<usize, Granule>,
+    granules: AddrMap<usize, Granule>,
     /// Vector clock of each live thread, by thread number.
-    clocks: HashMap<u32, Vec<u64>>,
+    clocks: AddrMap<u32, Vec<u64>>,
     /// Each mutex's last unlock and the unlocker's clock then.
-    mutexes: HashMap<usize, (Ev, Vec<u64>)>,
+    mutexes: AddrMap<usize, (Ev, Vec<u64>)>,
     last_handle_op: Option<Ev>,
 }
 
