@@ -47,7 +47,7 @@ struct Entries {
 
 /// What an instruction is to this analysis.
 enum Kind {
-    Read(Inst),
+    Read,
     Write,
     /// Any other call: it may synchronise.
     Call,
@@ -108,7 +108,7 @@ fn kind(f: &ir::Function, e: &Entries, inst: Inst) -> Kind {
             };
             let name = &f.params.user_named_funcs()[*r];
             if *name == e.read {
-                Kind::Read(inst)
+                Kind::Read
             } else if *name == e.write {
                 Kind::Write
             } else {
@@ -163,8 +163,8 @@ pub fn remove_repeated_reads(
         }
         for inst in f.layout.block_insts(block) {
             match kind(f, &e, inst) {
-                Kind::Read(call) => match key(f, call) {
-                    Some(k) if avail.contains(&k) => repeated.push(call),
+                Kind::Read => match key(f, inst) {
+                    Some(k) if avail.contains(&k) => repeated.push(inst),
                     Some(k) => {
                         avail.insert(k);
                     }

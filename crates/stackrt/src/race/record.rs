@@ -12,7 +12,7 @@
 //! and the edges written so far), and an edge it covers is not written: a mutex-protected
 //! counter gives lock lines, not one line per access.
 
-use super::addr_map::AddrMap;
+use rustc_hash::FxHashMap;
 use std::io::Write as _;
 use std::sync::Mutex;
 
@@ -56,11 +56,11 @@ struct Granule {
 /// The recorder's state.
 #[derive(Default)]
 pub struct Recorder {
-    granules: AddrMap<usize, Granule>,
+    granules: FxHashMap<usize, Granule>,
     /// Vector clock of each live thread, by thread number.
-    clocks: AddrMap<u32, Vec<u64>>,
+    clocks: FxHashMap<u32, Vec<u64>>,
     /// Each mutex's last unlock and the unlocker's clock then.
-    mutexes: AddrMap<usize, (Ev, Vec<u64>)>,
+    mutexes: FxHashMap<usize, (Ev, Vec<u64>)>,
     last_handle_op: Option<Ev>,
 }
 
