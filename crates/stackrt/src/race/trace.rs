@@ -74,6 +74,7 @@ impl Trace {
 /// Most threads a trace may name (a bound on the tables relaxed replay builds from it).
 pub const MAX_THREADS: u32 = 1 << 20;
 
+/// Event kinds (`fast_event` matches the same words).
 const KINDS: [&str; 6] = ["read", "write", "lock", "create", "join", "cas"];
 
 fn thread(s: &str) -> Result<u32, String> {
@@ -146,13 +147,14 @@ fn digits(b: &[u8], max_digits: usize) -> Option<(u64, &[u8])> {
 }
 
 /// An `event` line in the form the recorder writes (single spaces, plain digits), read by a
-/// byte cursor: nearly every line of a trace that is not a decision, and splitting them into
-/// words was most of reading a trace. `None` for anything else, also for lines that are
-/// valid but unusual (tabs, `+1`): [`parse_event`] then reads the line as before and names
-/// what is wrong with it, so this path accepts only lines that one accepts, with the same
-/// result. Pairs it pushed before giving up are the caller's to drop.
-fn fast_event(line: &[u8], afters: &mut Vec<(u32, u64)>) -> Option<Event> {
-    let rest = line.strip_prefix(b"event ")?;
+/// byte cursor from the start of `b` (the line and everything after it): nearly every line of
+/// a trace that is not a decision. Returns the event and the length of its line with its `\n`
+/// (the whole of `b` if it is the last line and has none). `None` for anything else, also for
+/// lines that are valid but unusual (tabs, `+1`, `\r\n`): [`parse_event`] then reads the line
+/// as before and names what is wrong with it, so this path accepts only lines that one accepts,
+/// with the same result. Pairs it pushed before giving up are the caller's to drop.
+fn fast_event(b: &[u8], afters: &mut Vec<(u32, u64)>) -> Option<(Event, usize)> {
+    let rest = b.strip_prefix(b"event ")?;
     let (t, rest) = digits(rest, 7)?;
     let (n, rest) = digits(rest.strip_prefix(b" ")?, 19)?;
     if t >= u64::from(MAX_THREADS) || n == 0 {
@@ -174,43 +176,83 @@ fn fast_event(line: &[u8], afters: &mut Vec<(u32, u64)>) -> Option<Event> {
     if end == start {
         return None;
     }
-    let k = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
-    if !KINDS.iter().any(|kind| kind.as_bytes() == &rest[..k]) {
+    // The kind ends at a space, the line's end or the text's.
+    let k = rest
+        .iter()
+        .position(|&c| c == b' ' || c == b'\n')
+        .unwrap_or(rest.len());
+    if !matches!(
+        &rest[..k],
+        b"read" | b"write" | b"lock" | b"create" | b"join" | b"cas"
+    ) {
         return None;
     }
-    let rest = &rest[k..];
-    if !rest.is_empty() {
+    let mut rest = &rest[k..];
+    if rest.first() == Some(&b' ') {
+        // " at SITE": one word, so no byte up to the line's end is a space or a control
+        // character (every ASCII whitespace is one of those).
         let site = rest.strip_prefix(b" at ")?;
-        if site.is_empty() || site.iter().any(u8::is_ascii_whitespace) {
+        let w = site.iter().position(|&c| c <= b' ').unwrap_or(site.len());
+        if w == 0 {
+            return None;
+        }
+        rest = &site[w..];
+    }
+    let len = match rest.first() {
+        None => b.len(),
+        Some(b'\n') => b.len() - rest.len() + 1,
+        Some(_) => return None,
+    };
+    Some((
+        Event {
+            thread: t as u32,
+            seq: n,
+            after: start..end,
+        },
+        len,
+    ))
+}
+
+/// A decision line in the recorder's form at the start of `b`: one to nine digits (they fit an
+/// i32) and `\n` or the text's end. The handle and the line's length with its `\n`.
+#[inline(always)]
+fn fast_decision(b: &[u8]) -> Option<(i32, usize)> {
+    let mut v = 0i32;
+    let mut i = 0;
+    while let Some(&c) = b.get(i) {
+        if c.is_ascii_digit() && i < 9 {
+            v = v * 10 + i32::from(c - b'0');
+            i += 1;
+        } else if c == b'\n' && i > 0 {
+            return Some((v, i + 1));
+        } else {
             return None;
         }
     }
-    Some(Event {
-        thread: t as u32,
-        seq: n,
-        after: start..end,
-    })
+    (i > 0).then_some((v, i))
 }
 
-/// The lines of `text` as `str::lines` gives them (without `\n` or `\r\n`), found by a plain
-/// byte loop: a trace's lines are about ten bytes, too short for `lines`' per-line searcher
-/// call to pay (it was a tenth of relaxed replay's time on IRS's Fibonacci).
+/// The line at the start of `b` as `str::lines` gives it (without `\n` or `\r\n`) and its
+/// length with its `\n`.
+fn line_at(b: &[u8]) -> (&[u8], usize) {
+    match memchr::memchr(b'\n', b) {
+        Some(i) => (b[..i].strip_suffix(b"\r").unwrap_or(&b[..i]), i + 1),
+        None => (b, b.len()),
+    }
+}
+
+/// The lines of `text` as `str::lines` gives them.
+#[cfg(test)]
 fn lines_of(text: &str) -> impl Iterator<Item = &str> {
-    let mut rest = text;
+    let mut rest = text.as_bytes();
     core::iter::from_fn(move || {
         if rest.is_empty() {
             return None;
         }
-        let end = rest.bytes().position(|b| b == b'\n');
-        let line = match end {
-            Some(i) => {
-                let line = &rest[..i];
-                rest = &rest[i + 1..];
-                line.strip_suffix('\r').unwrap_or(line)
-            }
-            None => core::mem::take(&mut rest),
-        };
-        Some(line)
+        let (line, len) = line_at(rest);
+        rest = &rest[len..];
+        // A line of a `str` split at `\n` bytes is a `str`.
+        core::str::from_utf8(line).ok()
     })
 }
 
@@ -243,17 +285,19 @@ fn add_event(
 
 /// Parses a trace; an error names the line (1-based) and what is wrong with it.
 pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
-    let mut lines = lines_of(text).enumerate().map(|(i, l)| (i + 1, l));
+    let bytes = text.as_bytes();
+    let (head, mut pos) = line_at(bytes);
     let mut t = Trace::default();
-    match lines
-        .next()
-        .map(|(_, l)| (l, l.split_whitespace().collect::<Vec<_>>()))
-    {
-        Some((_, w)) if w.len() == 3 && w[0] == MAGIC && (w[1] == "1" || w[1] == "2") => {
-            t.version = if w[1] == "1" { 1 } else { 2 };
-            t.policy = w[2].to_string();
+    let w: Vec<&str> = core::str::from_utf8(head)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    match w.as_slice() {
+        [m, v, p] if *m == MAGIC && (*v == "1" || *v == "2") => {
+            t.version = if *v == "1" { 1 } else { 2 };
+            t.policy = p.to_string();
         }
-        Some((_, w)) if w.first() == Some(&MAGIC) => {
+        [m, ..] if *m == MAGIC => {
             return Err((1, "expected: stackrt-sched-trace 1|2 POLICY".into()))
         }
         _ => return Err((1, "not a stackrt schedule trace".into())),
@@ -262,28 +306,36 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
     // the threads that ended; by thread number (below MAX_THREADS).
     let mut last: Vec<u64> = Vec::new();
     let mut ended: Vec<bool> = Vec::new();
-    // A trace holds millions of lines (every decision of a run): a line's words go into this
-    // array, not a vector of their own, and a decision line is read as digits.
+    // A trace holds millions of lines (every decision of a run): lines in the recorder's form
+    // are read by a byte cursor that finds their end as it goes; any other line is split into
+    // words, which go into this array, not a vector of their own.
     let mut buf: [&str; 24] = [""; 24];
     let mut spill: Vec<&str> = Vec::new();
-    for (no, line) in lines {
+    let mut no = 1;
+    while pos < bytes.len() {
+        no += 1;
         let err = |m: String| (no, m);
-        let bytes = line.as_bytes();
-        if !bytes.is_empty() && bytes.len() <= 9 && bytes.iter().all(u8::is_ascii_digit) {
-            // A decision: one handle (nine digits fit an i32).
-            t.decisions.push(line.parse::<i32>().unwrap_or(0));
+        let b = &bytes[pos..];
+        if let Some((h, len)) = fast_decision(b) {
+            t.decisions.push(h);
+            pos += len;
             continue;
         }
-        if t.version == 2 && bytes.starts_with(b"event ") {
+        if t.version == 2 && b.first() == Some(&b'e') {
             let mark = t.afters.len();
-            match fast_event(bytes, &mut t.afters) {
-                Some(e) => {
+            match fast_event(b, &mut t.afters) {
+                Some((e, len)) => {
                     add_event(&mut t, e, &mut last, &mut ended).map_err(err)?;
+                    pos += len;
                     continue;
                 }
                 None => t.afters.truncate(mark),
             }
         }
+        let (line, len) = line_at(b);
+        pos += len;
+        // Lines end at `\n` bytes, so a line of the text is a `str`.
+        let line = core::str::from_utf8(line).unwrap_or("");
         let mut count = 0;
         spill.clear();
         for w in line.split_ascii_whitespace() {
@@ -426,18 +478,8 @@ mod tests {
         }
     }
 
-    /// `fast_event` accepts only lines `parse_event` accepts, with the same event and pairs:
-    /// the recorder's lines and every line made by changing, adding or dropping one byte of
-    /// them.
-    #[test]
-    fn the_fast_event_path_agrees_with_the_word_parser() {
-        let seeds = [
-            "event 3 4 after 2.6 write at lost_update.cm:16:9",
-            "event 2 11 after 1.17 3.9 lock",
-            "event 12 1 after 0.1 cas",
-            "event 1 99999999999 after 1048575.5 read at a",
-        ];
-        let alphabet = b" .0129aet\t+-:x";
+    /// Every line made by changing, adding or dropping one byte of `seeds` (from `alphabet`).
+    fn mutations(seeds: &[&str], alphabet: &[u8]) -> Vec<Vec<u8>> {
         let mut lines: Vec<Vec<u8>> = Vec::new();
         for s in seeds {
             let b = s.as_bytes();
@@ -458,20 +500,69 @@ mod tests {
                 }
             }
         }
+        lines
+    }
+
+    /// The words of the first line of `b`, as the general path splits them.
+    fn first_line_words(b: &[u8]) -> (String, usize) {
+        let (line, len) = line_at(b);
+        (String::from_utf8(line.to_vec()).unwrap(), len)
+    }
+
+    /// `fast_event` accepts only lines `parse_event` accepts, with the same event and pairs and
+    /// the same line end: the recorder's lines and every line made by changing, adding or
+    /// dropping one byte of them, as the last line of a text and followed by another.
+    #[test]
+    fn the_fast_event_path_agrees_with_the_word_parser() {
+        let seeds = [
+            "event 3 4 after 2.6 write at lost_update.cm:16:9",
+            "event 2 11 after 1.17 3.9 lock",
+            "event 12 1 after 0.1 cas",
+            "event 1 99999999999 after 1048575.5 read at a",
+        ];
         let mut accepted = 0;
-        for line in &lines {
-            let text = String::from_utf8(line.clone()).unwrap();
-            let words: Vec<&str> = text.split_ascii_whitespace().collect();
-            let mut general = Vec::new();
-            let slow = parse_event(&words, &mut general);
-            let mut fast_pairs = Vec::new();
-            if let Some(e) = fast_event(line, &mut fast_pairs) {
-                accepted += 1;
-                assert_eq!(slow.as_ref(), Ok(&e), "{text:?}");
-                assert_eq!(fast_pairs, general, "{text:?}");
+        for line in mutations(&seeds, b" .0129aet\t+-:x\r\n\x0c") {
+            for text in [
+                line.clone(),
+                [&line[..], b"\nevent 1 2 after 0.1 read"].concat(),
+            ] {
+                let (first, len) = first_line_words(&text);
+                let words: Vec<&str> = first.split_ascii_whitespace().collect();
+                let mut general = Vec::new();
+                let slow = parse_event(&words, &mut general);
+                let mut fast_pairs = Vec::new();
+                if let Some((e, fast_len)) = fast_event(&text, &mut fast_pairs) {
+                    accepted += 1;
+                    assert_eq!(slow.as_ref(), Ok(&e), "{text:?}");
+                    assert_eq!(fast_pairs, general, "{text:?}");
+                    assert_eq!(fast_len, len, "{text:?}");
+                }
             }
         }
-        assert!(accepted > 100, "only {accepted} lines took the fast path");
+        assert!(accepted > 200, "only {accepted} lines took the fast path");
+    }
+
+    /// `fast_decision` accepts only what the general path reads as a decision, with the same
+    /// handle and line end.
+    #[test]
+    fn the_fast_decision_path_agrees_with_the_word_parser() {
+        let mut accepted = 0;
+        for line in mutations(&["0", "7", "42", "123456789"], b" 09x-+\t\r\n") {
+            for text in [line.clone(), [&line[..], b"\n3"].concat()] {
+                let (first, len) = first_line_words(&text);
+                let words: Vec<&str> = first.split_ascii_whitespace().collect();
+                let general = match words.as_slice() {
+                    [w] => w.parse::<i32>().ok().filter(|h| *h >= 0),
+                    _ => None,
+                };
+                if let Some((h, fast_len)) = fast_decision(&text) {
+                    accepted += 1;
+                    assert_eq!(general, Some(h), "{text:?}");
+                    assert_eq!(fast_len, len, "{text:?}");
+                }
+            }
+        }
+        assert!(accepted > 50, "only {accepted} lines took the fast path");
     }
 
     #[test]
