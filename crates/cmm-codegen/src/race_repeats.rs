@@ -67,12 +67,81 @@ fn iconst(f: &ir::Function, v: Value) -> Option<i64> {
     }
 }
 
+/// Block parameters that always hold one value: every reachable predecessor passes that value
+/// (or the parameter itself, around a loop), so it is defined before the block and the
+/// parameter is another name of it. The frontend gives a variable a parameter wherever edges
+/// meet, also where one comes from a block nothing reaches (the code after a `return`):
+/// `if (v == n->value) return 1; if (v < n->value) ...` would otherwise read through two roots.
+type Same = HashMap<Value, Value>;
+
+fn same_of(same: &Same, f: &ir::Function, mut v: Value) -> Value {
+    loop {
+        v = f.dfg.resolve_aliases(v);
+        match same.get(&v) {
+            Some(&w) => v = w,
+            None => return v,
+        }
+    }
+}
+
+fn same_values(f: &ir::Function, cfg: &ControlFlowGraph, domtree: &DominatorTree) -> Same {
+    let mut same = Same::new();
+    let order: Vec<ir::Block> = domtree.cfg_rpo().copied().collect();
+    // Each round names at least one more parameter or ends: a chain around loops settles in
+    // as many rounds as it is long.
+    loop {
+        let mut changed = false;
+        for &block in &order {
+            for (i, &param) in f.dfg.block_params(block).iter().enumerate() {
+                if same.contains_key(&param) {
+                    continue;
+                }
+                let mut only: Option<Value> = None;
+                let mut one = true;
+                for pred in cfg.pred_iter(block) {
+                    if !domtree.is_reachable(pred.block) {
+                        continue;
+                    }
+                    let dests = f.dfg.insts[pred.inst]
+                        .branch_destination(&f.dfg.jump_tables, &f.dfg.exception_tables);
+                    for call in dests {
+                        if call.block(&f.dfg.value_lists) != block {
+                            continue;
+                        }
+                        match call.args(&f.dfg.value_lists).nth(i) {
+                            Some(ir::BlockArg::Value(v)) => {
+                                let v = same_of(&same, f, v);
+                                if v == param {
+                                    continue;
+                                }
+                                match only {
+                                    None => only = Some(v),
+                                    Some(o) if o == v => {}
+                                    Some(_) => one = false,
+                                }
+                            }
+                            _ => one = false,
+                        }
+                    }
+                }
+                if let (true, Some(v)) = (one, only) {
+                    same.insert(param, v);
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return same;
+        }
+    }
+}
+
 /// The root and constant offset of address `v`.
-fn address(f: &ir::Function, mut v: Value) -> (Root, i64) {
+fn address(f: &ir::Function, same: &Same, mut v: Value) -> (Root, i64) {
     let mut offset = 0i64;
     loop {
         // The frontend leaves a variable's uses in later blocks as aliases of its value.
-        v = f.dfg.resolve_aliases(v);
+        v = same_of(same, f, v);
         let ValueDef::Result(inst, _) = f.dfg.value_def(v) else {
             return (Root::Value(v), offset);
         };
@@ -121,9 +190,9 @@ fn kind(f: &ir::Function, e: &Entries, inst: Inst) -> Kind {
 }
 
 /// The bytes an entry call (`addr, size, site`) checks, if its size is a constant.
-fn key(f: &ir::Function, call: Inst) -> Option<Key> {
+fn key(f: &ir::Function, same: &Same, call: Inst) -> Option<Key> {
     let args = f.dfg.inst_args(call);
-    let (root, offset) = address(f, *args.first()?);
+    let (root, offset) = address(f, same, *args.first()?);
     Some((root, offset, iconst(f, *args.get(1)?)?))
 }
 
@@ -139,6 +208,7 @@ pub fn remove_repeated_reads(
     let domtree = DominatorTree::with_function(f, &cfg);
     let order: Vec<ir::Block> = domtree.cfg_rpo().copied().collect();
     let entry = f.layout.entry_block();
+    let same = same_values(f, &cfg, &domtree);
     let mut out: HashMap<ir::Block, HashSet<Key>> = HashMap::new();
     let mut repeated: Vec<Inst> = Vec::new();
     for &block in &order {
@@ -146,14 +216,18 @@ pub fn remove_repeated_reads(
         if Some(block) != entry {
             let mut first = true;
             let mut all_seen = true;
-            for p in cfg.pred_iter(block) {
+            // A block nothing reaches passes nothing (the code after a `return`).
+            for p in cfg
+                .pred_iter(block)
+                .filter(|p| domtree.is_reachable(p.block))
+            {
                 match out.get(&p.block) {
                     Some(o) if first => {
                         avail = o.clone();
                         first = false;
                     }
                     Some(o) => avail.retain(|k| o.contains(k)),
-                    // A back edge (or an unreachable predecessor): nothing is known there.
+                    // A back edge: nothing is known there yet.
                     None => all_seen = false,
                 }
             }
@@ -163,7 +237,7 @@ pub fn remove_repeated_reads(
         }
         for inst in f.layout.block_insts(block) {
             match kind(f, &e, inst) {
-                Kind::Read => match key(f, inst) {
+                Kind::Read => match key(f, &same, inst) {
                     Some(k) if avail.contains(&k) => repeated.push(inst),
                     Some(k) => {
                         avail.insert(k);
@@ -171,7 +245,7 @@ pub fn remove_repeated_reads(
                     None => {}
                 },
                 Kind::Write => {
-                    if let Some(k) = key(f, inst) {
+                    if let Some(k) = key(f, &same, inst) {
                         avail.insert(k);
                     }
                 }
@@ -246,6 +320,16 @@ mod tests {
         // Read twice across a branch (the Tree's search): once.
         assert_eq!(
             reads("if (v == p->a) { return 1; } else if (v < p->a) { return 2; } return 3;"),
+            1
+        );
+        // The same after an `if` that returns: the code after the `return` joins the second
+        // test, unreachable, with values of its own.
+        assert_eq!(
+            reads("if (v == p->a) return 1; if (v < p->a) return 2; return 3;"),
+            1
+        );
+        assert_eq!(
+            reads("while (v > 0) { if (p->b == v) return 1; if (v < p->b) v = v - 2; else v = v - 1; } return 0;"),
             1
         );
         // A read after a write of the same bytes: only the write.
