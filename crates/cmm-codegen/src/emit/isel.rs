@@ -1584,8 +1584,27 @@ impl<'a> Isel<'a> {
         let mut vals = Vec::new();
         for &a in &args {
             let ty = self.ty(a);
+            let widen =
+                external && self.target == Target::X86_64 && (ty == types::I32 || ty == types::I8);
+            if let (true, Some(imm)) = (widen, self.iconst(a)) {
+                // A constant goes into the 64-bit register already extended (`iconst` gives it
+                // sign-extended from its type): one `mov`, not a `mov` and a `movsxd`.
+                let n = self.new_vreg(RegClass::Int);
+                let mut o = Ops::new();
+                let d = o.def(n);
+                self.emit(
+                    Kind::MovImm {
+                        dst: d,
+                        imm,
+                        w: Width::B64,
+                    },
+                    o,
+                );
+                vals.push((n, ty));
+                continue;
+            }
             let mut r = self.reg_of(a)?;
-            if external && self.target == Target::X86_64 && (ty == types::I32 || ty == types::I8) {
+            if widen {
                 // C int parameters are read as 64-bit values by size_t callees (malloc).
                 let n = self.new_vreg(RegClass::Int);
                 let mut o = Ops::new();
