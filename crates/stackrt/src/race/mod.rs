@@ -276,17 +276,18 @@ fn start_relaxed(path: &str) {
     if path.is_empty() {
         bad("relaxed takes a trace file: relaxed:FILE".into());
     }
-    // The text is unmapped and the decisions (strict replay's) dropped before the plan is
-    // built, so that the three are never resident together.
-    let mut t = {
+    // The plan is built as the lines are read (decisions, which strict replay needs, are not
+    // kept), and the text is unmapped before replay starts.
+    let mut plan = relaxed::Builder::default();
+    let t = {
         let file =
             trace_file::read(path).unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
         let text = file
             .text()
             .unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
-        trace::parse(text).unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")))
+        trace::parse_into(text, &mut plan)
+            .unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")))
     };
-    t.decisions = Vec::new();
     match t.program {
         None => bad(format!(
             "{path} has no --race events (record it from a --race build under the deterministic scheduler)"
@@ -294,7 +295,7 @@ fn start_relaxed(path: &str) {
         Some(p) if Some(p) != program_fingerprint() => {
             bad(format!("{path} was recorded from another program"))
         }
-        Some(_) => relaxed::start(&t),
+        Some(_) => plan.start(&t.ends),
     }
 }
 
@@ -521,8 +522,9 @@ pub fn acquire(m: usize) {
 /// may hide a race, never invents one), so a protocol built on CAS (a spin lock released by
 /// `sthread_cas(&l, 1, 0)`, Indexer's table) orders the plain accesses it protects. The CAS
 /// itself is not checked against plain accesses of the same word. Recorded in schedule traces
-/// as a write of its 4 bytes (kind `cas`): every CAS of a word and the plain accesses around
-/// them keep their recorded order under relaxed replay. The caller (`crate::threads`) brackets
+/// (kind `cas`) as a write of its 4 bytes when it changed the word, else as a read: under
+/// relaxed replay every CAS reads the word after the same write as when recorded, so it
+/// succeeds or fails as it did, and the plain accesses around them keep their order. The caller (`crate::threads`) brackets
 /// it with [`sync_begin`] and [`sync_done`] as the other thread-library events.
 ///
 /// # Safety
@@ -554,7 +556,12 @@ pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
     });
     if recording() {
         let n = t.sync_event.get();
-        if let Some(e) = record::with(|r| r.access(t.id, n, addr, 4, true)) {
+        // Only a swap that changed the word is a write: a failed one (or one that wrote the
+        // value it found) read the word and changed nothing any thread can see, so replay
+        // needs it only after the write it read and before the next one, not in one order
+        // with the other threads' failed swaps (a spinning thread's retries).
+        let wrote = was == old && new != old;
+        if let Some(e) = record::with(|r| r.access(t.id, n, addr, 4, wrote)) {
             record::write_event(t.id, n, &e, "cas", None);
         }
     }

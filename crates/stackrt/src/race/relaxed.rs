@@ -24,18 +24,26 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
-use super::trace::Trace;
+use super::trace::{Sink, Trace};
 use crate::base::diag::{fail, FATAL_EXIT_STATUS};
 
 /// In a progress word: the thread ended.
 const ENDED: u64 = 1 << 63;
 
+/// One thread's part of the plan: where its entries are in [`Plan`]'s tables.
 struct ThreadPlan {
-    /// (event, thread, its event) to wait for, by event.
-    waits: Vec<(u64, u32, u64)>,
-    /// Own events some thread waits for, increasing.
-    sources: Vec<u64>,
+    waits: core::ops::Range<usize>,
+    sources: core::ops::Range<usize>,
     /// Events in all, if the thread ended in the recording.
+    end: Option<u64>,
+}
+
+/// One thread's plan as the functions below read it.
+struct View {
+    /// (event, thread, its event) to wait for, by event.
+    waits: &'static [(u64, u32, u64)],
+    /// Own events some thread waits for, increasing.
+    sources: &'static [u64],
     end: Option<u64>,
 }
 
@@ -48,8 +56,12 @@ struct Progress {
     sleepers: AtomicU32,
 }
 
+/// Every thread's waits and sources in one table each, thread after thread (a trace of many
+/// short threads would otherwise take two growing allocations per thread).
 struct Plan {
     threads: Vec<ThreadPlan>,
+    waits: Box<[(u64, u32, u64)]>,
+    sources: Box<[u64]>,
     progress: Box<[Progress]>,
 }
 
@@ -70,51 +82,101 @@ pub fn set_yield_hook(f: fn()) {
     YIELD_HOOK.store(f as usize, Relaxed);
 }
 
+/// The plan of a trace, built from its `event` lines as they are read
+/// ([`trace::parse_into`](super::trace::parse_into)); decisions are dropped.
+#[derive(Default)]
+pub struct Builder {
+    /// (thread, its event, thread, its event to wait for), in the trace's order.
+    waits: Vec<(u32, u32, u64, u64)>,
+    /// Threads named so far.
+    threads: usize,
+}
+
+impl Builder {
+    /// Turns relaxed replay on with this plan; `ends` are the trace's `end` lines.
+    pub fn start(self, ends: &[(u32, u64)]) {
+        let n = ends
+            .iter()
+            .map(|&(t, _)| t as usize + 1)
+            .fold(self.threads, usize::max);
+        // Each thread's waits, in its own order (the trace's lines of one thread are).
+        let mut waits_at = vec![0usize; n + 1];
+        let mut sources_at = vec![0usize; n + 1];
+        for &(t, u, _, _) in &self.waits {
+            waits_at[t as usize + 1] += 1;
+            sources_at[u as usize + 1] += 1;
+        }
+        for k in 0..n {
+            waits_at[k + 1] += waits_at[k];
+            sources_at[k + 1] += sources_at[k];
+        }
+        let mut waits = vec![(0u64, 0u32, 0u64); self.waits.len()];
+        let mut sources = vec![0u64; self.waits.len()];
+        let (mut wn, mut sn) = (waits_at.clone(), sources_at.clone());
+        for &(t, u, e, m) in &self.waits {
+            waits[wn[t as usize]] = (e, u, m);
+            wn[t as usize] += 1;
+            sources[sn[u as usize]] = m;
+            sn[u as usize] += 1;
+        }
+        drop(self.waits);
+        let mut threads: Vec<ThreadPlan> = Vec::with_capacity(n);
+        let mut kept = 0;
+        for k in 0..n {
+            // A thread's sources come nearly sorted (lines of the same waiter are in order);
+            // duplicates go, and the rest moves down over them.
+            let own = &mut sources[sources_at[k]..sources_at[k + 1]];
+            if !own.is_sorted() {
+                own.sort_unstable();
+            }
+            let start = kept;
+            for i in sources_at[k]..sources_at[k + 1] {
+                let m = sources[i];
+                if kept == start || sources[kept - 1] != m {
+                    sources[kept] = m;
+                    kept += 1;
+                }
+            }
+            threads.push(ThreadPlan {
+                waits: waits_at[k]..waits_at[k + 1],
+                sources: start..kept,
+                end: None,
+            });
+        }
+        sources.truncate(kept);
+        for &(t, k) in ends {
+            threads[t as usize].end = Some(k);
+        }
+        let progress = (0..n).map(|_| Progress::default()).collect();
+        let _ = PLAN.set(Plan {
+            threads,
+            waits: waits.into_boxed_slice(),
+            sources: sources.into_boxed_slice(),
+            progress,
+        });
+        ON.store(true, Relaxed);
+        super::take_full_path();
+    }
+}
+
+impl Sink for Builder {
+    fn decision(&mut self, _: i32) {}
+
+    fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
+        for &(u, m) in after {
+            self.waits.push((thread, u, seq, m));
+            self.threads = self.threads.max(thread.max(u) as usize + 1);
+        }
+    }
+}
+
 /// Builds the plan of `trace` and turns relaxed replay on.
 pub fn start(trace: &Trace) {
-    let mut n = 0u32;
+    let mut b = Builder::default();
     for e in &trace.events {
-        n = n.max(e.thread + 1);
+        b.event(e.thread, e.seq, trace.after_of(e));
     }
-    for &(u, _) in &trace.afters {
-        n = n.max(u + 1);
-    }
-    for &(t, _) in &trace.ends {
-        n = n.max(t + 1);
-    }
-    // Counted first, so that each thread's tables are allocated once at their size.
-    let mut sizes = vec![(0usize, 0usize); n as usize];
-    for e in &trace.events {
-        for &(u, _) in trace.after_of(e) {
-            sizes[e.thread as usize].0 += 1;
-            sizes[u as usize].1 += 1;
-        }
-    }
-    let mut threads: Vec<ThreadPlan> = sizes
-        .iter()
-        .map(|&(w, s)| ThreadPlan {
-            waits: Vec::with_capacity(w),
-            sources: Vec::with_capacity(s),
-            end: None,
-        })
-        .collect();
-    for e in &trace.events {
-        for &(u, m) in trace.after_of(e) {
-            threads[e.thread as usize].waits.push((e.seq, u, m));
-            threads[u as usize].sources.push(m);
-        }
-    }
-    for t in &mut threads {
-        t.sources.sort_unstable();
-        t.sources.dedup();
-    }
-    for &(t, k) in &trace.ends {
-        threads[t as usize].end = Some(k);
-    }
-    let progress = (0..n).map(|_| Progress::default()).collect();
-    let _ = PLAN.set(Plan { threads, progress });
-    ON.store(true, Relaxed);
-    super::take_full_path();
+    b.start(&trace.ends);
 }
 
 /// One thread's place in its plan. Only the thread itself uses it.
@@ -127,9 +189,18 @@ pub struct Cursor {
     next: Cell<u64>,
 }
 
-fn plan_of(id: u32) -> Option<(&'static Plan, &'static ThreadPlan)> {
+fn plan_of(id: u32) -> Option<(&'static Plan, View)> {
     let p = PLAN.get()?;
-    p.threads.get(id as usize).map(|t| (p, t))
+    p.threads.get(id as usize).map(|t| {
+        (
+            p,
+            View {
+                waits: &p.waits[t.waits.clone()],
+                sources: &p.sources[t.sources.clone()],
+                end: t.end,
+            },
+        )
+    })
 }
 
 impl Cursor {
@@ -185,11 +256,11 @@ pub fn begin(c: &Cursor, n: u64) {
             t.end.unwrap_or(0)
         ));
     }
-    publish(c, p, t, n - 1);
+    publish(c, p, &t, n - 1);
     c.renew();
 }
 
-fn publish(c: &Cursor, p: &Plan, t: &ThreadPlan, done: u64) {
+fn publish(c: &Cursor, p: &Plan, t: &View, done: u64) {
     let mut i = c.source.get();
     if i < t.sources.len() && t.sources[i] <= done {
         while i < t.sources.len() && t.sources[i] <= done {
@@ -212,7 +283,7 @@ fn announce(w: &Progress, v: u64) {
 /// Everything up to and including event `n` is done (the end of a thread-library call).
 pub fn done(c: &Cursor, n: u64) {
     if let Some((p, t)) = plan_of(c.id) {
-        publish(c, p, t, n);
+        publish(c, p, &t, n);
         c.renew();
     }
 }

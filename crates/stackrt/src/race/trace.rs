@@ -17,9 +17,10 @@
 //! (of any memory) and every `sthread_create`, `sthread_join`, `sthread_mutex_lock`,
 //! `sthread_mutex_unlock` and `sthread_cas`. An `event` line lists the earlier events of other
 //! threads that must have happened first (conflicting accesses to the same bytes, the previous
-//! unlock of a mutex, the previous create or join; a compare-and-swap conflicts as a write of
-//! its 4 bytes, so the CASes of one word are in one order), less those the thread already comes
-//! after through earlier lines, creation, joins and mutexes. KIND is `read`, `write`, `lock`,
+//! unlock of a mutex, the previous create or join; a compare-and-swap that changed the word
+//! conflicts as a write of its 4 bytes, one that failed or wrote the value it found as a read),
+//! less those the thread already comes after through earlier lines, creation, joins and
+//! mutexes. KIND is `read`, `write`, `lock`,
 //! `create`, `join` or `cas`, and SITE an access's `file:line:col`; both are there for people,
 //! not for replay.
 //! Lines of one thread's events are in increasing N.
@@ -69,6 +70,37 @@ impl Trace {
             after: start..self.afters.len() as u32,
         });
     }
+}
+
+/// Where the decisions and events of a trace go as [`parse_into`] reads them: a [`Trace`] keeps
+/// them all; relaxed replay keeps only what each thread waits for (a trace has millions of
+/// lines, and holding them twice was most of the memory a replay took).
+pub trait Sink {
+    /// A decision line: thread `handle` runs next.
+    fn decision(&mut self, handle: i32);
+    /// An `event` line: thread `thread`'s event `seq` comes after the events `after`.
+    fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]);
+}
+
+impl Sink for Trace {
+    fn decision(&mut self, handle: i32) {
+        self.decisions.push(handle);
+    }
+
+    fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
+        self.push_event(thread, seq, after);
+    }
+}
+
+/// The lines of a trace that are not decisions or events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    pub version: u32,
+    pub policy: String,
+    /// The `program` line: site count and hash.
+    pub program: Option<(u64, u64)>,
+    /// `end` lines: (thread, events).
+    pub ends: Vec<(u32, u64)>,
 }
 
 /// Most threads a trace may name (a bound on the tables relaxed replay builds from it).
@@ -192,8 +224,10 @@ fn fast_event(b: &[u8], afters: &mut Vec<(u32, u64)>) -> Option<(Event, usize)> 
         // " at SITE": one word, so no byte up to the line's end is a space or a control
         // character (every ASCII whitespace is one of those).
         let site = rest.strip_prefix(b" at ")?;
-        let w = site.iter().position(|&c| c <= b' ').unwrap_or(site.len());
-        if w == 0 {
+        let w = memchr::memchr(b'\n', site).unwrap_or(site.len());
+        // Without an early exit, so that the check is vectorised (sites are most of a trace's
+        // bytes).
+        if w == 0 || site[..w].iter().fold(false, |any, &c| any | (c <= b' ')) {
             return None;
         }
         rest = &site[w..];
@@ -256,38 +290,50 @@ fn lines_of(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Adds a parsed `event` line to `t` after checking it against the thread's earlier lines
-/// (`last`: each thread's last event number; `ended`: whether its `end` line came).
-fn add_event(
-    t: &mut Trace,
-    e: Event,
+/// Checks an `event` line of thread `thread` against the thread's earlier lines (`last`: each
+/// thread's last event number; `ended`: whether its `end` line came).
+fn check_order(
+    thread: u32,
+    seq: u64,
     last: &mut Vec<u64>,
     ended: &mut Vec<bool>,
 ) -> Result<(), String> {
-    let i = e.thread as usize;
+    let i = thread as usize;
     if last.len() <= i {
         last.resize(i + 1, 0);
         ended.resize(i + 1, false);
     }
-    if last[i] >= e.seq {
+    if last[i] >= seq {
         return Err(format!(
-            "event {} of thread {} after a later or equal one of the same thread",
-            e.seq, e.thread
+            "event {seq} of thread {thread} after a later or equal one of the same thread"
         ));
     }
     if ended[i] {
-        return Err(format!("thread {} ended above", e.thread));
+        return Err(format!("thread {thread} ended above"));
     }
-    last[i] = e.seq;
-    t.events.push(e);
+    last[i] = seq;
     Ok(())
 }
 
 /// Parses a trace; an error names the line (1-based) and what is wrong with it.
 pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
+    let mut t = Trace::default();
+    let h = parse_into(text, &mut t)?;
+    t.version = h.version;
+    t.policy = h.policy;
+    t.program = h.program;
+    t.ends = h.ends;
+    Ok(t)
+}
+
+/// Parses a trace, its decisions and events into `sink` as they come; an error names the line
+/// (1-based) and what is wrong with it.
+pub fn parse_into(text: &str, sink: &mut impl Sink) -> Result<Header, (usize, String)> {
     let bytes = text.as_bytes();
     let (head, mut pos) = line_at(bytes);
-    let mut t = Trace::default();
+    let mut t = Header::default();
+    // The pairs of the event line being read.
+    let mut pairs: Vec<(u32, u64)> = Vec::new();
     let w: Vec<&str> = core::str::from_utf8(head)
         .unwrap_or("")
         .split_whitespace()
@@ -317,19 +363,17 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
         let err = |m: String| (no, m);
         let b = &bytes[pos..];
         if let Some((h, len)) = fast_decision(b) {
-            t.decisions.push(h);
+            sink.decision(h);
             pos += len;
             continue;
         }
         if t.version == 2 && b.first() == Some(&b'e') {
-            let mark = t.afters.len();
-            match fast_event(b, &mut t.afters) {
-                Some((e, len)) => {
-                    add_event(&mut t, e, &mut last, &mut ended).map_err(err)?;
-                    pos += len;
-                    continue;
-                }
-                None => t.afters.truncate(mark),
+            pairs.clear();
+            if let Some((e, len)) = fast_event(b, &mut pairs) {
+                check_order(e.thread, e.seq, &mut last, &mut ended).map_err(err)?;
+                sink.event(e.thread, e.seq, &pairs);
+                pos += len;
+                continue;
             }
         }
         let (line, len) = line_at(b);
@@ -361,7 +405,7 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
             if words.len() != 1 || h < 0 {
                 return Err(err("a decision line is one thread handle".into()));
             }
-            t.decisions.push(h);
+            sink.decision(h);
             continue;
         }
         if t.version == 1 {
@@ -378,8 +422,10 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
                 }
             }
             "event" => {
-                let e = parse_event(words, &mut t.afters).map_err(err)?;
-                add_event(&mut t, e, &mut last, &mut ended).map_err(err)?;
+                pairs.clear();
+                let e = parse_event(words, &mut pairs).map_err(err)?;
+                check_order(e.thread, e.seq, &mut last, &mut ended).map_err(err)?;
+                sink.event(e.thread, e.seq, &pairs);
             }
             "end" => {
                 if words.len() != 3 {
