@@ -55,7 +55,7 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
         }
         crate::green::sched::start(abi);
         if crate::race::relaxed::on() {
-            crate::race::relaxed::set_yield_hook(relaxed_yield);
+            crate::race::relaxed::set_green_hooks(relaxed_park, crate::green::futex::wake_all);
         }
     } else if green != 0 {
         fail(
@@ -73,13 +73,13 @@ pub unsafe extern "C" fn stackrt_main(argc: c_int, argv: *mut *mut core::ffi::c_
     r
 }
 
-/// Relaxed replay's wait under green threads: the green thread yields its worker. Compiled
-/// code called the race detector between any two instructions, on the thread's own stack:
-/// errno is kept.
+/// Relaxed replay's wait under green threads: the green thread parks on the awaited thread's
+/// bell. Compiled code called the race detector between any two instructions, on the thread's
+/// own stack: errno is kept.
 #[cfg(not(test))]
-fn relaxed_yield() {
+fn relaxed_park(bell: &core::sync::atomic::AtomicU32, expected: u32, phase: u32) -> bool {
     let _kept = crate::base::os::KeptErrno::new();
-    let _ = crate::green::sched::yield_now(0);
+    crate::green::futex::wait(bell, expected, phase) == crate::green::sched::Switched::Deferred
 }
 
 /// Calls `cmm_main(argc, argv)` under convention `abi` and returns its result.

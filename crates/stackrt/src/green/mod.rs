@@ -11,6 +11,7 @@ mod arch;
 pub mod context;
 pub mod det;
 pub mod fixed_stacks;
+pub mod futex;
 pub mod preempt;
 pub mod preempt_async;
 pub mod queue;

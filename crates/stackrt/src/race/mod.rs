@@ -324,7 +324,7 @@ fn detecting() -> bool {
 
 /// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
 /// `_mutex_lock`, `_cas`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
-/// replay the caller then waits ([`sync_wait`], or [`sync_ready`] and a yield) before it acts.
+/// replay the caller then waits ([`sync_wait`], or [`sync_wait_green`]) before it acts.
 #[inline(never)]
 pub fn sync_begin() {
     let cur = current();
@@ -341,20 +341,8 @@ pub fn sync_begin() {
     }
 }
 
-/// Whether the recorded order lets the call begun by [`sync_begin`] go on (always, but under
-/// relaxed replay).
-#[inline(never)]
-pub fn sync_ready() -> bool {
-    let cur = current();
-    if cur.is_null() || !relaxed::on() {
-        return true;
-    }
-    // SAFETY: as in `sync_begin`: the running thread's own state, alive while it runs.
-    let t = unsafe { &*cur };
-    relaxed::ready(&t.cursor, t.sync_event.get())
-}
-
-/// Waits until [`sync_ready`] (OS threads: spinning, then yielding).
+/// Waits until the recorded order lets the call begun by [`sync_begin`] go on (relaxed replay;
+/// OS threads: spinning, then sleeping).
 #[inline(never)]
 pub fn sync_wait() {
     let cur = current();
@@ -363,6 +351,19 @@ pub fn sync_wait() {
         let t = unsafe { &*cur };
         relaxed::wait(&t.cursor, t.sync_event.get());
     }
+}
+
+/// [`sync_wait`] for a green thread in a thread-library call: true when its park was left to
+/// the library stub, which repeats the call in `phase` (the caller returns at once).
+#[inline(never)]
+pub fn sync_wait_green(phase: u32) -> bool {
+    let cur = current();
+    if !cur.is_null() && relaxed::on() {
+        // SAFETY: as in `sync_begin`.
+        let t = unsafe { &*cur };
+        return relaxed::wait_in(&t.cursor, t.sync_event.get(), phase);
+    }
+    false
 }
 
 /// The call begun by [`sync_begin`] is done (other threads may wait for it).

@@ -14,13 +14,18 @@
 //! can always go ahead: no deadlock, as long as no thread blocks outside the thread library
 //! (a pipe, `sleep`) right after an event another waits for.
 //!
+//! A waiting green thread parks on the awaited thread's *bell* (`green::futex`, through a hook
+//! the scheduler registers), bumped at every publication; an OS thread spins a little, then
+//! sleeps on the same bell. So a thread that can go on is not switched away from at every
+//! yield of its program to a thread that cannot (a spin-wait's retries in a recorded run).
+//!
 //! A trace that does not fit the run is found where it shows: a thread waits for an event of
 //! a thread that ended before it, or a thread makes more or fewer events than the trace's
 //! `end` line says; the program then ends with one line and status 70, as strict replay's
 //! divergence does.
 
 use core::cell::Cell;
-use core::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use core::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
@@ -67,9 +72,19 @@ struct Plan {
 
 static PLAN: OnceLock<Plan> = OnceLock::new();
 static ON: AtomicBool = AtomicBool::new(false);
-/// The green scheduler's yield (`fn()`), or 0: a waiting green thread lets its worker run
-/// others (the one it waits for may be queued there).
-static YIELD_HOOK: AtomicUsize = AtomicUsize::new(0);
+/// Under green threads, the scheduler's park on a word (a [`ParkHook`]), or 0: a waiting green
+/// thread parks on the progress word's bell and its worker runs others (the one it waits for
+/// may be queued there).
+static PARK_HOOK: AtomicUsize = AtomicUsize::new(0);
+/// The scheduler's wake of the green threads parked on a bell (a [`WakeHook`]), or 0.
+static WAKE_HOOK: AtomicUsize = AtomicUsize::new(0);
+
+/// Parks the running green thread while `bell` holds `expected` (returns at once if it does
+/// not). Returns true when the park was left to the thread-library stub (the call runs on the
+/// worker's handler stack), which repeats the call in `phase`: the caller returns at once.
+pub type ParkHook = fn(bell: &AtomicU32, expected: u32, phase: u32) -> bool;
+/// Wakes the green threads parked on `bell`.
+pub type WakeHook = fn(bell: &AtomicU32);
 
 /// Whether relaxed replay is on.
 #[inline]
@@ -77,9 +92,11 @@ pub fn on() -> bool {
     ON.load(Relaxed)
 }
 
-/// Registers the yield a waiting green thread makes (on its own stack; it may switch).
-pub fn set_yield_hook(f: fn()) {
-    YIELD_HOOK.store(f as usize, Relaxed);
+/// Registers the green scheduler's park and wake (a waiting green thread parks, on its own
+/// stack or through the library stub).
+pub fn set_green_hooks(park: ParkHook, wake: WakeHook) {
+    WAKE_HOOK.store(wake as usize, Relaxed);
+    PARK_HOOK.store(park as usize, Relaxed);
 }
 
 /// The plan of a trace, built from its `event` lines as they are read
@@ -244,7 +261,7 @@ fn diverged(msg: &str) -> ! {
 }
 
 /// The thread reached its event `n`: everything before it is done (published if some thread
-/// waits for it). The waits of `n` are left to [`ready`] or [`wait`].
+/// waits for it). The waits of `n` are left to [`wait`].
 pub fn begin(c: &Cursor, n: u64) {
     let Some((p, t)) = plan_of(c.id) else {
         return;
@@ -271,12 +288,18 @@ fn publish(c: &Cursor, p: &Plan, t: &View, done: u64) {
     }
 }
 
-/// Publishes `v` and wakes the OS threads sleeping for it (if any: one load otherwise).
+/// Publishes `v` and wakes the threads sleeping for it (if any: one or two loads otherwise).
 fn announce(w: &Progress, v: u64) {
     w.done.store(v, SeqCst);
-    w.bell.fetch_add(1, Release);
+    // SeqCst: the green park's waiter count is read after it (`green::futex`).
+    w.bell.fetch_add(1, SeqCst);
     if w.sleepers.load(SeqCst) != 0 {
         crate::base::os::futex_wake(&w.bell, i32::MAX);
+    }
+    let h = WAKE_HOOK.load(Relaxed);
+    if h != 0 {
+        // SAFETY: the word holds a `WakeHook` stored by `set_green_hooks`.
+        unsafe { core::mem::transmute::<usize, WakeHook>(h)(&w.bell) };
     }
 }
 
@@ -302,12 +325,6 @@ pub fn ended(c: &Cursor, n: u64) {
         }
     }
     announce(&p.progress[c.id as usize], n | ENDED);
-}
-
-/// Whether every event that event `n` waits for has happened (those that have are not
-/// checked again).
-pub fn ready(c: &Cursor, n: u64) -> bool {
-    blocker(c, n).is_none()
 }
 
 /// The progress word event `n` still waits for, if any.
@@ -338,24 +355,30 @@ fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
     None
 }
 
-/// Waits until [`ready`]: a green thread yields its worker at once (naps only after long
-/// waits); an OS thread spins a little and then sleeps on the awaited thread's futex word
-/// until its next publication.
+/// Waits until every event that event `n` waits for has happened: a green thread parks on the awaited thread's bell until its next
+/// publication; an OS thread spins a little and then sleeps on the same bell (a futex).
 pub fn wait(c: &Cursor, n: u64) {
+    // Compiled code's accesses call this on the thread's own stack: nothing is deferred.
+    let _ = wait_in(c, n, 0);
+}
+
+/// [`wait`] for a thread-library call: true when a green thread's park was left to the library
+/// stub, which repeats the call in `phase` (the caller returns at once).
+pub fn wait_in(c: &Cursor, n: u64, phase: u32) -> bool {
     let mut round = 0u32;
     while let Some(w) = blocker(c, n) {
         round = round.saturating_add(1);
-        let h = YIELD_HOOK.load(Relaxed);
-        // A green thread yields at once: the thread it waits for may be queued on its worker.
-        if round < 64 && h == 0 {
-            core::hint::spin_loop();
-            continue;
-        }
-        if h != 0 {
-            // SAFETY: the word holds a `fn()` stored by `set_yield_hook`.
-            unsafe { core::mem::transmute::<usize, fn()>(h)() };
-            if round > 10_000 {
-                std::thread::sleep(std::time::Duration::from_micros(20));
+        let park = PARK_HOOK.load(Relaxed);
+        if park != 0 {
+            // The bell is read before the progress word is checked again, so a publication
+            // in between changes it and the park returns at once.
+            let bell = w.bell.load(SeqCst);
+            if blocker(c, n).is_some_and(|w2| core::ptr::eq(w, w2)) {
+                // SAFETY: the word holds a `ParkHook` stored by `set_green_hooks`.
+                let park = unsafe { core::mem::transmute::<usize, ParkHook>(park) };
+                if park(&w.bell, bell, phase) {
+                    return true;
+                }
             }
         } else if round < 256 {
             // No sched_yield: on a busy machine it hands the CPU to other processes for a
@@ -373,6 +396,7 @@ pub fn wait(c: &Cursor, n: u64) {
             w.sleepers.fetch_sub(1, SeqCst);
         }
     }
+    false
 }
 
 #[cfg(test)]

@@ -50,16 +50,11 @@ use crate::green::sched as green;
 /// it back ([`green_relaxed_wait`]).
 const RELAXED_PHASE: u32 = 3;
 
-/// Relaxed replay (`crate::race::relaxed`) under green threads: yields until the recorded
-/// order lets the call begun by `crate::race::sync_begin` go on. `true`: the yield was left to
+/// Relaxed replay (`crate::race::relaxed`) under green threads: parks until the recorded
+/// order lets the call begun by `crate::race::sync_begin` go on. `true`: the park was left to
 /// the library stub, which repeats the call in [`RELAXED_PHASE`]; the caller returns at once.
 fn green_relaxed_wait() -> bool {
-    while !crate::race::sync_ready() {
-        if green::yield_now(RELAXED_PHASE) == green::Switched::Deferred {
-            return true;
-        }
-    }
-    false
+    crate::race::sync_wait_green(RELAXED_PHASE)
 }
 
 /// The stack size to ask pthreads for when a C-- program asks for `requested` bytes (> 0):
