@@ -618,7 +618,7 @@ fn findings() -> Vec<Finding> {
                 )
             },
             holds: |r| r <= 1.5,
-            changed_because: "these programs are little else than the constrained events (thread creation, joins and the swaps of a few words): every event line is a handoff between threads, where the plain run's threads rarely wait for each other",
+            changed_because: "these programs are little else than threads spinning on sthread_cas until a word changes, and the trace, recorded under random:1, switches threads at nearly every decision: its run spins far more than a plain run (Fibonacci: twice to four times the failed swaps), and a replay repeats every recorded spin, each constrained event a handoff between threads",
         },
         Finding {
             plot: "irs_fibonacci-ratio",
