@@ -43,7 +43,8 @@ struct ThreadPlan {
     end: Option<u64>,
 }
 
-/// One thread's plan as the functions below read it.
+/// One thread's plan as the functions below read it (kept in its [`Cursor`]).
+#[derive(Clone, Copy)]
 struct View {
     /// (event, thread, its event) to wait for, by event.
     waits: &'static [(u64, u32, u64)],
@@ -204,6 +205,9 @@ pub struct Cursor {
     source: Cell<usize>,
     /// The first event that needs [`begin`]'s attention.
     next: Cell<u64>,
+    /// The thread's plan, once there is one (looked up once: every wait and publication
+    /// reads it).
+    view: Cell<Option<(&'static Plan, View)>>,
 }
 
 fn plan_of(id: u32) -> Option<(&'static Plan, View)> {
@@ -228,13 +232,25 @@ impl Cursor {
             wait: Cell::new(0),
             source: Cell::new(0),
             next: Cell::new(u64::MAX),
+            view: Cell::new(None),
         };
         c.renew();
         c
     }
 
+    /// The plan and this thread's part of it.
+    #[inline]
+    fn plan(&self) -> Option<(&'static Plan, View)> {
+        if let Some(v) = self.view.get() {
+            return Some(v);
+        }
+        let v = plan_of(self.id)?;
+        self.view.set(Some(v));
+        Some(v)
+    }
+
     fn renew(&self) {
-        let Some((_, t)) = plan_of(self.id) else {
+        let Some((_, t)) = self.plan() else {
             return;
         };
         let w = t.waits.get(self.wait.get()).map_or(u64::MAX, |w| w.0);
@@ -263,7 +279,7 @@ fn diverged(msg: &str) -> ! {
 /// The thread reached its event `n`: everything before it is done (published if some thread
 /// waits for it). The waits of `n` are left to [`wait`].
 pub fn begin(c: &Cursor, n: u64) {
-    let Some((p, t)) = plan_of(c.id) else {
+    let Some((p, t)) = c.plan() else {
         return;
     };
     if t.end.is_some_and(|e| n > e) {
@@ -305,7 +321,7 @@ fn announce(w: &Progress, v: u64) {
 
 /// Everything up to and including event `n` is done (the end of a thread-library call).
 pub fn done(c: &Cursor, n: u64) {
-    if let Some((p, t)) = plan_of(c.id) {
+    if let Some((p, t)) = c.plan() {
         publish(c, p, &t, n);
         c.renew();
     }
@@ -313,7 +329,7 @@ pub fn done(c: &Cursor, n: u64) {
 
 /// The thread ended after `n` events.
 pub fn ended(c: &Cursor, n: u64) {
-    let Some((p, t)) = plan_of(c.id) else {
+    let Some((p, t)) = c.plan() else {
         return;
     };
     if let Some(e) = t.end {
@@ -329,7 +345,7 @@ pub fn ended(c: &Cursor, n: u64) {
 
 /// The progress word event `n` still waits for, if any.
 fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
-    let (p, t) = plan_of(c.id)?;
+    let (p, t) = c.plan()?;
     let mut i = c.wait.get();
     while let Some(&(e, u, m)) = t.waits.get(i) {
         if e != n {

@@ -168,14 +168,19 @@ fn parse_event(words: &[&str], afters: &mut Vec<(u32, u64)>) -> Result<Event, St
 /// Digits at the start of `b` as a number (at most `max_digits` of them, no sign), and the rest.
 #[inline(always)]
 fn digits(b: &[u8], max_digits: usize) -> Option<(u64, &[u8])> {
-    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
-    if n == 0 || n > max_digits {
-        return None;
+    let mut v = 0u64;
+    let mut n = 0;
+    while let Some(&c) = b.get(n) {
+        if !c.is_ascii_digit() {
+            break;
+        }
+        if n == max_digits {
+            return None;
+        }
+        v = v * 10 + u64::from(c - b'0');
+        n += 1;
     }
-    let v = b[..n]
-        .iter()
-        .fold(0u64, |v, c| v * 10 + u64::from(c - b'0'));
-    Some((v, &b[n..]))
+    (n > 0).then_some((v, &b[n..]))
 }
 
 /// An `event` line in the form the recorder writes (single spaces, plain digits), read by a
