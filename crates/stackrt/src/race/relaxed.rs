@@ -321,6 +321,11 @@ fn announce(w: &Progress, v: u64) {
 
 /// Everything up to and including event `n` is done (the end of a thread-library call).
 pub fn done(c: &Cursor, n: u64) {
+    // Nothing to publish when no source is at `n` or before (`next` is at most a source + 1):
+    // the common end of a thread-library call, a spin-wait's failed swap among them.
+    if !c.needs(n.saturating_add(1)) {
+        return;
+    }
     if let Some((p, t)) = c.plan() {
         publish(c, p, &t, n);
         c.renew();
@@ -371,8 +376,9 @@ fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
     None
 }
 
-/// Waits until every event that event `n` waits for has happened: a green thread parks on the awaited thread's bell until its next
-/// publication; an OS thread spins a little and then sleeps on the same bell (a futex).
+/// Waits until every event that event `n` waits for has happened: a green thread parks on the
+/// awaited thread's bell until its next publication; an OS thread spins a little and then
+/// sleeps on the same bell (a futex).
 pub fn wait(c: &Cursor, n: u64) {
     // Compiled code's accesses call this on the thread's own stack: nothing is deferred.
     let _ = wait_in(c, n, 0);
@@ -381,6 +387,11 @@ pub fn wait(c: &Cursor, n: u64) {
 /// [`wait`] for a thread-library call: true when a green thread's park was left to the library
 /// stub, which repeats the call in `phase` (the caller returns at once).
 pub fn wait_in(c: &Cursor, n: u64, phase: u32) -> bool {
+    // No line waits before event `n` when `n` is before the next event of interest (waits are
+    // taken in order, each at its own event).
+    if !c.needs(n) {
+        return false;
+    }
     let mut round = 0u32;
     while let Some(w) = blocker(c, n) {
         round = round.saturating_add(1);
