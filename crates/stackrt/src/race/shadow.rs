@@ -145,6 +145,12 @@ pub fn thread_ended() {
     RUNNING.fetch_sub(1, Release);
 }
 
+/// Threads of the program that may still access memory (relaxed replay's waits spin less when
+/// they outnumber the CPUs).
+pub fn running() -> usize {
+    RUNNING.load(Relaxed)
+}
+
 /// Whether the calling thread is the only one that can access memory, so that no other thread
 /// can touch a cell or a tracking word: it then changes them without the locks and the locked
 /// instructions that order them between threads. (Only it can start another thread, and an
