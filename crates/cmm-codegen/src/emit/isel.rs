@@ -537,19 +537,9 @@ impl<'a> Isel<'a> {
         let data = self.f.dfg.insts[i];
         match data.opcode() {
             Opcode::Iconst => {
-                let dst = self.new_vreg(RegClass::Int);
                 let imm = self.iconst(v).unwrap_or(0);
-                let mut o = Ops::new();
-                let d = o.def(dst);
-                self.emit(
-                    Kind::MovImm {
-                        dst: d,
-                        imm,
-                        w: width_of(ty)?,
-                    },
-                    o,
-                );
-                Ok(dst)
+                let w = width_of(ty)?;
+                Ok(self.imm_vreg(imm, w))
             }
             Opcode::F64const => {
                 let InstructionData::UnaryIeee64 { imm, .. } = data else {
@@ -829,6 +819,15 @@ impl<'a> Isel<'a> {
         }
     }
 
+    /// A new register holding `imm` (`mov`, or `xor` for 0, at width `w`).
+    fn imm_vreg(&mut self, imm: i64, w: Width) -> VReg {
+        let dst = self.new_vreg(RegClass::Int);
+        let mut o = Ops::new();
+        let d = o.def(dst);
+        self.emit(Kind::MovImm { dst: d, imm, w }, o);
+        dst
+    }
+
     /// An address ready for a memory access: disp must fit 32 bits, else it is computed.
     fn mem_addr(&mut self, v: Value, disp: i64) -> R<AddrV> {
         let a = self.addr_of(v, disp)?;
@@ -836,17 +835,7 @@ impl<'a> Isel<'a> {
             return Ok(a);
         }
         let r = self.reg_of(v)?;
-        let c = self.new_vreg(RegClass::Int);
-        let mut o = Ops::new();
-        let d = o.def(c);
-        self.emit(
-            Kind::MovImm {
-                dst: d,
-                imm: disp,
-                w: Width::B64,
-            },
-            o,
-        );
+        let c = self.imm_vreg(disp, Width::B64);
         Ok(AddrV {
             base: BaseV::Reg(r),
             index: Some((c, 1)),
@@ -1589,18 +1578,7 @@ impl<'a> Isel<'a> {
             if let (true, Some(imm)) = (widen, self.iconst(a)) {
                 // A constant goes into the 64-bit register already extended (`iconst` gives it
                 // sign-extended from its type): one `mov`, not a `mov` and a `movsxd`.
-                let n = self.new_vreg(RegClass::Int);
-                let mut o = Ops::new();
-                let d = o.def(n);
-                self.emit(
-                    Kind::MovImm {
-                        dst: d,
-                        imm,
-                        w: Width::B64,
-                    },
-                    o,
-                );
-                vals.push((n, ty));
+                vals.push((self.imm_vreg(imm, Width::B64), ty));
                 continue;
             }
             let mut r = self.reg_of(a)?;

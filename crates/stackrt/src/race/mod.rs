@@ -345,12 +345,8 @@ pub fn sync_begin() {
 /// OS threads: spinning, then sleeping).
 #[inline(never)]
 pub fn sync_wait() {
-    let cur = current();
-    if !cur.is_null() && relaxed::on() {
-        // SAFETY: as in `sync_begin`.
-        let t = unsafe { &*cur };
-        relaxed::wait(&t.cursor, t.sync_event.get());
-    }
+    // Nothing is deferred outside a green thread's library stub.
+    let _ = sync_wait_green(0);
 }
 
 /// [`sync_wait`] for a green thread in a thread-library call: true when its park was left to

@@ -29,7 +29,9 @@ use core::sync::atomic::Ordering::{Acquire, Relaxed, SeqCst};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::OnceLock;
 
-use super::trace::{Sink, Trace};
+use super::trace::Sink;
+#[cfg(test)]
+use super::trace::Trace;
 use crate::base::diag::{fail, FATAL_EXIT_STATUS};
 
 /// In a progress word: the thread ended.
@@ -189,13 +191,15 @@ impl Sink for Builder {
     }
 }
 
-/// Builds the plan of `trace` and turns relaxed replay on.
+/// Builds the plan of `trace` and turns relaxed replay on (a trace built in memory; a file's
+/// is read into a [`Builder`] directly).
+#[cfg(test)]
 pub fn start(trace: &Trace) {
     let mut b = Builder::default();
     for e in &trace.events {
         b.event(e.thread, e.seq, trace.after_of(e));
     }
-    b.start(&trace.ends);
+    b.start(&trace.header.ends);
 }
 
 /// One thread's place in its plan. Only the thread itself uses it.
@@ -474,8 +478,11 @@ mod tests {
         // Every 7th event waits for the latest earlier event of each other thread.
         let mut latest = [0u64; THREADS as usize];
         let mut trace = Trace {
-            version: 2,
-            ends: (0..THREADS).map(|t| (t, EVENTS)).collect(),
+            header: crate::race::trace::Header {
+                version: 2,
+                ends: (0..THREADS).map(|t| (t, EVENTS)).collect(),
+                ..Default::default()
+            },
             ..Trace::default()
         };
         for (i, &(t, n)) in order.iter().enumerate() {

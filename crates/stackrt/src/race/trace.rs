@@ -42,16 +42,11 @@ pub struct Event {
 /// A parsed trace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Trace {
-    pub version: u32,
-    pub policy: String,
-    /// The `program` line: site count and hash.
-    pub program: Option<(u64, u64)>,
+    pub header: Header,
     pub decisions: Vec<i32>,
     pub events: Vec<Event>,
     /// The events' (thread, event) pairs, event after event ([`Trace::after_of`]).
     pub afters: Vec<(u32, u64)>,
-    /// `end` lines: (thread, events).
-    pub ends: Vec<(u32, u64)>,
 }
 
 impl Trace {
@@ -92,7 +87,8 @@ impl Sink for Trace {
     }
 }
 
-/// The lines of a trace that are not decisions or events.
+/// The lines of a trace that are not decisions or events: the header line, the `program` line
+/// and the `end` lines.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Header {
     pub version: u32,
@@ -323,11 +319,7 @@ fn check_order(
 /// Parses a trace; an error names the line (1-based) and what is wrong with it.
 pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
     let mut t = Trace::default();
-    let h = parse_into(text, &mut t)?;
-    t.version = h.version;
-    t.policy = h.policy;
-    t.program = h.program;
-    t.ends = h.ends;
+    t.header = parse_into(text, &mut t)?;
     Ok(t)
 }
 
@@ -495,9 +487,9 @@ mod tests {
         text.push_str(&event_line(2, 7, &[(0, 2)], "lock", None));
         text.push_str("2\nend 2 9\n");
         let t = parse(&text).unwrap();
-        assert_eq!(t.version, 2);
-        assert_eq!(t.policy, "pct:3:2:40");
-        assert_eq!(t.program, Some((12, 987654321)));
+        assert_eq!(t.header.version, 2);
+        assert_eq!(t.header.policy, "pct:3:2:40");
+        assert_eq!(t.header.program, Some((12, 987654321)));
         assert_eq!(t.decisions, [0, 1, 2]);
         let events: Vec<_> = t
             .events
@@ -505,9 +497,9 @@ mod tests {
             .map(|e| (e.thread, e.seq, t.after_of(e).to_vec()))
             .collect();
         assert_eq!(events, [(2, 5, vec![(1, 4), (3, 9)]), (2, 7, vec![(0, 2)])]);
-        assert_eq!(t.ends, [(2, 9)]);
+        assert_eq!(t.header.ends, [(2, 9)]);
         let v1 = parse("stackrt-sched-trace 1 random:1\n2\n0\n").unwrap();
-        assert_eq!((v1.version, v1.decisions), (1, vec![2, 0]));
+        assert_eq!((v1.header.version, v1.decisions), (1, vec![2, 0]));
     }
 
     #[test]
