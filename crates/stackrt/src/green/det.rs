@@ -2,7 +2,11 @@
 //! scheduling decision taken from a seed, recorded, or replayed.
 //!
 //! * `random:SEED`: at every decision the next thread is drawn uniformly from the runnable
-//!   ones.
+//!   ones; after an explicit `sthread_yield`, from the others if there are any. A thread
+//!   yields when it cannot go on until another one does (a spin-wait's retry): drawing it
+//!   again would only repeat its failed check, a step that explores nothing and that a
+//!   recorded trace, and so every replay of it, would have to repeat (loom's `yield_now` and
+//!   PCT below treat a yield the same way).
 //! * `pct:SEED:DEPTH[:STEPS]`: PCT (Burckhardt et al., ASPLOS 2010). Every thread gets a random
 //!   priority when created; `DEPTH - 1` change points are drawn among the first `STEPS`
 //!   (default 10,000) decisions, and at the i-th the thread that ran last drops to priority
@@ -170,6 +174,8 @@ pub struct Det<T> {
     /// The next pick follows a thread's preemption by time (a spin-wait), not a decision
     /// point: [`Det::preempted`].
     after_preemption: bool,
+    /// Random: the thread whose explicit yield the next pick follows ([`Det::yielded`]).
+    yielder: Option<c_int>,
 }
 
 impl<T: Copy + PartialEq> Det<T> {
@@ -210,6 +216,7 @@ impl<T: Copy + PartialEq> Det<T> {
             replay,
             trace: trace.is_some(),
             after_preemption: false,
+            yielder: None,
         };
         if let Some(file) = trace {
             crate::race::record::open(file);
@@ -249,8 +256,12 @@ impl<T: Copy + PartialEq> Det<T> {
         }
     }
 
-    /// The thread `handle` yielded explicitly (PCT drops it below every other).
+    /// The thread `handle` yielded explicitly (PCT drops it below every other; random draws
+    /// the next thread from the others).
     pub fn yielded(&mut self, handle: c_int) {
+        if matches!(self.policy, Policy::Random { .. }) {
+            self.yielder = Some(handle);
+        }
         if matches!(self.policy, Policy::Pct { .. }) {
             self.lowest -= 1;
             let lowest = self.lowest;
@@ -284,12 +295,23 @@ impl<T: Copy + PartialEq> Det<T> {
         if self.runnable.is_empty() {
             return Err(DetError::Deadlock);
         }
+        let yielder = self.yielder.take();
         if core::mem::take(&mut self.after_preemption) {
             return Ok(self.runnable.remove(0));
         }
         self.step += 1;
         let i = match &self.policy {
-            Policy::Random { .. } => self.rng.below(self.runnable.len() as u64) as usize,
+            Policy::Random { .. } => {
+                let n = self.runnable.len();
+                match yielder.and_then(|h| self.runnable.iter().position(|e| e.handle == h)) {
+                    Some(y) if n > 1 => {
+                        // Uniform over the others: skip the yielder's index.
+                        let i = self.rng.below(n as u64 - 1) as usize;
+                        i + usize::from(i >= y)
+                    }
+                    _ => self.rng.below(n as u64) as usize,
+                }
+            }
             Policy::Pct { depth, .. } => {
                 let depth = *depth as i64;
                 while self.next_change < self.change_points.len()
@@ -417,6 +439,34 @@ mod tests {
         );
         let distinct: std::collections::BTreeSet<_> = picks.iter().collect();
         assert_eq!(distinct.len(), 2, "one change point: two threads run");
+    }
+
+    #[test]
+    fn random_never_draws_a_yielder_while_another_thread_can_run() {
+        let mut d: Det<c_int> = Det::new(Policy::Random { seed: 5 }, None, None).unwrap();
+        for h in 0..3 {
+            d.push(h, h);
+        }
+        let mut e = d.pick().unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..300 {
+            d.yielded(e.handle);
+            d.push(e.thread, e.handle);
+            let next = d.pick().unwrap();
+            assert_ne!(next.handle, e.handle);
+            seen.insert((e.handle, next.handle));
+            e = next;
+        }
+        // Each of the others is drawn: 3 threads, 2 successors each.
+        assert_eq!(seen.len(), 6);
+        // Without a yield the same thread may be drawn again.
+        let again = run(Policy::Random { seed: 5 }, 3, 300);
+        assert!(again.windows(2).any(|w| w[0] == w[1]));
+        // Alone, a yielder runs on.
+        let mut d: Det<c_int> = Det::new(Policy::Random { seed: 1 }, None, None).unwrap();
+        d.push(4, 4);
+        d.yielded(4);
+        assert_eq!(d.pick().unwrap().handle, 4);
     }
 
     #[test]

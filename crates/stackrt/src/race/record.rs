@@ -3,8 +3,8 @@
 //! relaxed replay enforces (`event` lines of `trace`).
 //!
 //! The deterministic scheduler runs one thread at a time, so this recorder sees the events in
-//! the order they happen and keeps, per 8-byte granule of any memory accessed, the last write
-//! and the reads since it (one per thread). An access comes after the conflicting ones of other
+//! the order they happen and keeps, per byte of any memory accessed (in 8-byte granules), the
+//! last write and the reads since it: accesses conflict only where their bytes meet. An access comes after the conflicting ones of other
 //! threads (a read after the last write; a write after it and the reads since), an acquired
 //! mutex after its previous unlock, a create or join after the previous create or join of any
 //! thread (handles and thread numbers are given out in that order). Each thread keeps a vector
@@ -47,10 +47,15 @@ pub fn flush() {
 /// A thread's event: (thread number, event number).
 pub type Ev = (u32, u64);
 
+/// The history of one 8-byte granule, byte by byte: two accesses conflict only if they share a
+/// byte (adjacent `int` globals share a granule, and ordering their accesses too would hold a
+/// replay back where the run was free).
 #[derive(Default)]
 struct Granule {
-    write: Option<Ev>,
-    reads: Vec<Ev>,
+    /// The last write of each byte.
+    writes: [Option<Ev>; 8],
+    /// Reads since the last write of the bytes they read: (event, those bytes as a mask).
+    reads: Vec<(Ev, u8)>,
 }
 
 /// The recorder's state.
@@ -112,14 +117,32 @@ impl Recorder {
         let end = addr.saturating_add(len.max(1));
         let mut a = addr & !7;
         while a < end {
+            // The bytes of this granule the access touches.
+            let lo = addr.max(a) - a;
+            let hi = end.min(a + 8) - a;
+            let mask = ((1u16 << hi) - (1u16 << lo)) as u8;
             let g = self.granules.entry(a).or_default();
-            deps.extend(g.write);
+            for (i, w) in g.writes.iter_mut().enumerate() {
+                if mask & (1 << i) != 0 {
+                    deps.extend(*w);
+                    if write {
+                        *w = Some((t, n));
+                    }
+                }
+            }
             if write {
-                deps.append(&mut g.reads);
-                g.write = Some((t, n));
+                // Reads of these bytes come before this write; their other bytes stay read.
+                g.reads.retain_mut(|(ev, m)| {
+                    if *m & mask != 0 {
+                        deps.push(*ev);
+                        *m &= !mask;
+                    }
+                    *m != 0
+                });
             } else {
-                g.reads.retain(|r| r.0 != t);
-                g.reads.push((t, n));
+                // This thread's earlier reads of no other bytes are covered by this one.
+                g.reads.retain(|(ev, m)| ev.0 != t || *m & !mask != 0);
+                g.reads.push(((t, n), mask));
             }
             a += 8;
         }
@@ -209,10 +232,20 @@ mod tests {
         assert_eq!(r.access(1, 2, 100, 4, false), []);
         // A write of thread 1 after thread 2's reads (the latest).
         assert_eq!(r.access(1, 3, 100, 4, true), [(2, 2)]);
-        // Another granule: no history.
-        assert_eq!(r.access(2, 3, 108, 4, true), []);
-        // Spanning two granules: both writes, thread 1's latest.
-        assert_eq!(r.access(3, 1, 100, 8, true), [(1, 3), (2, 3)]);
+        // Other bytes (of the same granule): no history.
+        assert_eq!(r.access(2, 3, 96, 4, true), []);
+        assert_eq!(r.access(2, 4, 108, 4, true), []);
+        // Spanning two granules: after the writes of its bytes (thread 1's at 100, thread 2's
+        // at 108 is not one of them).
+        assert_eq!(r.access(3, 1, 100, 8, true), [(1, 3)]);
+        // A read of one byte of thread 3's write and one of thread 2's (at 96).
+        assert_eq!(r.access(1, 4, 99, 2, false), [(2, 3), (3, 1)]);
+        // A write of byte 100 comes after that read and thread 3's write; one of byte 98 after
+        // thread 2's write only (nobody read it); one of byte 99 after the read, which still
+        // holds for it.
+        assert_eq!(r.access(2, 5, 100, 1, true), [(1, 4), (3, 1)]);
+        assert_eq!(r.access(3, 2, 98, 1, true), [(2, 3)]);
+        assert_eq!(r.access(3, 3, 99, 1, true), [(1, 4)]);
     }
 
     #[test]

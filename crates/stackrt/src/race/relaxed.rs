@@ -183,6 +183,10 @@ impl Builder {
 impl Sink for Builder {
     fn decision(&mut self, _: i32) {}
 
+    fn keeps_decisions(&self) -> bool {
+        false
+    }
+
     fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
         for &(u, m) in after {
             self.waits.push((thread, u, seq, m));

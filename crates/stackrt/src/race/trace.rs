@@ -75,6 +75,11 @@ pub trait Sink {
     fn decision(&mut self, handle: i32);
     /// An `event` line: thread `thread`'s event `seq` comes after the events `after`.
     fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]);
+    /// Whether [`Sink::decision`] does anything: if not, runs of decision lines are checked in
+    /// one pass and not read one by one (most of a trace's lines are decisions).
+    fn keeps_decisions(&self) -> bool {
+        true
+    }
 }
 
 impl Sink for Trace {
@@ -267,6 +272,30 @@ fn fast_decision(b: &[u8]) -> Option<(i32, usize)> {
     (i > 0).then_some((v, i))
 }
 
+/// The decision lines in the recorder's form ([`fast_decision`]'s) at the start of `b`, in one
+/// pass: their length in bytes and their number.
+fn decision_run(b: &[u8]) -> (usize, usize) {
+    let (mut pos, mut lines) = (0, 0);
+    loop {
+        let digits = b[pos..]
+            .iter()
+            .take(10)
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        if digits == 0 || digits > 9 {
+            return (pos, lines);
+        }
+        match b.get(pos + digits) {
+            Some(b'\n') => {
+                pos += digits + 1;
+                lines += 1;
+            }
+            None => return (b.len(), lines + 1),
+            Some(_) => return (pos, lines),
+        }
+    }
+}
+
 /// The line at the start of `b` as `str::lines` gives it (without `\n` or `\r\n`) and its
 /// length with its `\n`.
 fn line_at(b: &[u8]) -> (&[u8], usize) {
@@ -359,6 +388,14 @@ pub fn parse_into(text: &str, sink: &mut impl Sink) -> Result<Header, (usize, St
         no += 1;
         let err = |m: String| (no, m);
         let b = &bytes[pos..];
+        if !sink.keeps_decisions() {
+            let (len, lines) = decision_run(b);
+            if lines > 0 {
+                no += lines - 1;
+                pos += len;
+                continue;
+            }
+        }
         if let Some((h, len)) = fast_decision(b) {
             sink.decision(h);
             pos += len;
@@ -606,6 +643,43 @@ mod tests {
             }
         }
         assert!(accepted > 50, "only {accepted} lines took the fast path");
+    }
+
+    /// A sink that drops decisions, as relaxed replay's does.
+    #[derive(Default)]
+    struct EventsOnly(Trace);
+
+    impl Sink for EventsOnly {
+        fn decision(&mut self, _: i32) {}
+        fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
+            self.0.push_event(thread, seq, after);
+        }
+        fn keeps_decisions(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn runs_of_decisions_skipped_unread_give_the_same_events_and_errors() {
+        let h = "stackrt-sched-trace 2 random:1\n";
+        let mut checked = 0;
+        // Runs of decision lines with one byte changed, added or dropped, around events and
+        // before the text's end.
+        for run in mutations(&["0\n12\n123456789\n7"], b"09x \n\r") {
+            let run = String::from_utf8(run).unwrap();
+            for text in [
+                format!("{h}{run}"),
+                format!("{h}{run}\nevent 1 2 after 0.1 read\n3\n"),
+                format!("{h}5\n{run}\nend 1 4\n"),
+            ] {
+                let mut skipped = EventsOnly::default();
+                let got = parse_into(&text, &mut skipped).map(|h| (h, skipped.0.events));
+                let want = parse(&text).map(|t| (t.header, t.events));
+                assert_eq!(got, want, "{text:?}");
+                checked += usize::from(want.is_ok());
+            }
+        }
+        assert!(checked > 100, "only {checked} texts parsed");
     }
 
     #[test]
