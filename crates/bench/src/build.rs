@@ -80,12 +80,31 @@ pub enum RaceRun {
     /// `STACKRT_SCHED=relaxed:TRACE`: the recorded order of conflicting events only, threads in
     /// parallel on this many workers (green threads), or as OS threads (0).
     Relaxed(u32),
+    /// The same with a trace recorded under [`PCT_RECORDING`] instead of [`RANDOM_RECORDING`]:
+    /// the schedule of a bug PCT found switches threads at a few change points and where a
+    /// thread waits, not at nearly every access as `random` does, and a replay is held back
+    /// only where the recording switched.
+    RelaxedPct(u32),
 }
+
+/// The policy the harness records the traces of replays under (`STACKRT_SCHED`).
+pub const RANDOM_RECORDING: &str = "random:1";
+/// The policy of [`RaceRun::RelaxedPct`]'s trace: PCT of depth 3 (two change points among the
+/// first 10,000 decisions), the depth of the lost update and of most of PCT's paper's bugs.
+pub const PCT_RECORDING: &str = "pct:1:3";
 
 impl RaceRun {
     /// Whether this run reads a recorded trace.
     pub fn replays(self) -> bool {
         self != RaceRun::Detect
+    }
+
+    /// The policy this run's trace is recorded under.
+    pub fn recording(self) -> &'static str {
+        match self {
+            RaceRun::RelaxedPct(_) => PCT_RECORDING,
+            _ => RANDOM_RECORDING,
+        }
     }
 }
 
@@ -139,6 +158,11 @@ impl Variant {
                     RaceRun::Relaxed(1) => "relaxed replay 1 worker".to_string(),
                     RaceRun::Relaxed(n) if *green => format!("relaxed replay {n} workers"),
                     RaceRun::Relaxed(_) => "relaxed replay".to_string(),
+                    RaceRun::RelaxedPct(1) => "relaxed replay 1 worker, pct trace".to_string(),
+                    RaceRun::RelaxedPct(n) if *green => {
+                        format!("relaxed replay {n} workers, pct trace")
+                    }
+                    RaceRun::RelaxedPct(_) => "relaxed replay, pct trace".to_string(),
                 };
                 if *green {
                     format!("{mech} {what}, green threads")

@@ -1534,6 +1534,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 RaceRun::Relaxed(1),
                 RaceRun::Relaxed(2),
                 RaceRun::Relaxed(0),
+                RaceRun::RelaxedPct(2),
             ],
             green: &["lookahead"],
             title,
@@ -1565,7 +1566,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             reductions: vec![
                 format!("IRS ran each program once (a few dozen shared accesses per thread, far below a millisecond); here it is repeated {rounds:?} times so that a run takes measurable time"),
                 "IRS's programs are racy by design (plain loads and stores); here their shared words go through sthread_cas so that the output is the same in every interleaving (the corpus checks it against gcc): the constrained events of a trace are the swaps".to_string(),
-                "replays read a trace the harness records first with the green --race build under STACKRT_SCHED=random:1 (not timed); strict replay runs on one worker; relaxed replay with 1 and 2 workers, and on OS threads".to_string(),
+                "replays read a trace the harness records first with the green --race build under STACKRT_SCHED=random:1 (not timed); strict replay runs on one worker; relaxed replay with 1 and 2 workers, and on OS threads; \"pct trace\": relaxed replay on 2 workers of a trace recorded under STACKRT_SCHED=pct:1:3 instead, the schedule a PCT seed finds".to_string(),
             ],
         });
     }

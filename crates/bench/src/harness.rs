@@ -340,9 +340,11 @@ fn variants_of(
                 // green threads; relaxed replay with 0 workers on OS threads.
                 let kinds: &[bool] = match run {
                     RaceRun::Detect if green => &[false, true],
-                    RaceRun::Detect | RaceRun::Relaxed(0) => &[false],
-                    RaceRun::Strict | RaceRun::Relaxed(_) if green => &[true],
-                    RaceRun::Strict | RaceRun::Relaxed(_) => &[],
+                    RaceRun::Detect | RaceRun::Relaxed(0) | RaceRun::RelaxedPct(0) => &[false],
+                    RaceRun::Strict | RaceRun::Relaxed(_) | RaceRun::RelaxedPct(_) if green => {
+                        &[true]
+                    }
+                    RaceRun::Strict | RaceRun::Relaxed(_) | RaceRun::RelaxedPct(_) => &[],
                 };
                 for &green in kinds {
                     list.push(Variant {
@@ -442,7 +444,7 @@ impl Session<'_> {
             match *run {
                 RaceRun::Detect => {}
                 RaceRun::Strict => env.push(("STACKRT_SCHED".into(), format!("replay:{trace}"))),
-                RaceRun::Relaxed(workers) => {
+                RaceRun::Relaxed(workers) | RaceRun::RelaxedPct(workers) => {
                     env.push(("STACKRT_SCHED".into(), format!("relaxed:{trace}")));
                     if workers > 0 {
                         env.push(("STACKRT_WORKERS".into(), workers.to_string()));
@@ -666,23 +668,26 @@ impl Session<'_> {
 
     /// The schedule trace the replays of `v`'s mechanism and target read at `args`.
     fn trace_path(&self, e: &Experiment, v: &Variant, args: &[String]) -> PathBuf {
-        let mech = match &v.tool {
-            Toolchain::CmmRace { mech, .. } => mech.as_str(),
-            _ => "none",
+        let (mech, policy) = match &v.tool {
+            Toolchain::CmmRace { mech, run, .. } => (mech.as_str(), run.recording()),
+            _ => ("none", "none"),
         };
-        let args: String = args
-            .join("_")
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        self.scratch
-            .join("traces")
-            .join(format!("{}-{}-{mech}-{args}.trace", e.name, v.target))
+        let slug = |s: &str| -> String {
+            s.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect()
+        };
+        let (args, policy) = (slug(&args.join("_")), slug(policy));
+        self.scratch.join("traces").join(format!(
+            "{}-{}-{mech}-{policy}-{args}.trace",
+            e.name, v.target
+        ))
     }
 
-    /// Records the trace the replays among `built` read at `args` (once per mechanism and
-    /// target), with the green `--race` build under `STACKRT_SCHED=random:1` (not timed); a
-    /// replay whose trace could not be recorded is noted and left out.
+    /// Records the traces the replays among `built` read at `args` (once per mechanism, target
+    /// and recording policy), with the green `--race` build under the run's
+    /// [`RaceRun::recording`] policy (not timed); a replay whose trace could not be recorded is
+    /// noted and left out.
     fn record_traces(
         &mut self,
         e: &Experiment,
@@ -714,7 +719,7 @@ impl Session<'_> {
                         run: RaceRun::Detect,
                     },
                 };
-                let outcome = self.record_trace(e, &recorder, &point.args, &trace);
+                let outcome = self.record_trace(e, &recorder, run.recording(), &point.args, &trace);
                 recorded.insert(trace.clone(), outcome);
             }
             match &recorded[&trace] {
@@ -732,6 +737,7 @@ impl Session<'_> {
         &mut self,
         e: &Experiment,
         recorder: &Variant,
+        policy: &str,
         args: &[String],
         trace: &Path,
     ) -> Result<(), String> {
@@ -744,7 +750,7 @@ impl Session<'_> {
             std::fs::create_dir_all(dir).map_err(|err| format!("{}: {err}", dir.display()))?;
         }
         let mut inv = self.invocation(e, recorder, &exe, args);
-        inv.env.push(("STACKRT_SCHED".into(), "random:1".into()));
+        inv.env.push(("STACKRT_SCHED".into(), policy.into()));
         inv.env
             .push(("STACKRT_SCHED_TRACE".into(), trace.display().to_string()));
         inv.stdout = Some(self.scratch.join("recording.txt"));
