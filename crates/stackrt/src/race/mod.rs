@@ -277,16 +277,21 @@ fn start_relaxed(path: &str) {
         bad("relaxed takes a trace file: relaxed:FILE".into());
     }
     // The plan is built as the lines are read (decisions, which strict replay needs, are not
-    // kept), and the text is unmapped before replay starts.
-    let mut plan = relaxed::Builder::default();
-    let t = {
+    // kept), by two threads if the trace is long, and the text is unmapped before replay
+    // starts.
+    let (t, plan) = {
         let file =
             trace_file::read(path).unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
         let text = file
             .text()
             .unwrap_or_else(|e| bad(format!("cannot read {path}: {e}")));
-        trace::parse_into(text, &mut plan)
-            .unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")))
+        let (header, mut plan, second) =
+            trace::parse_split(text, crate::base::os::cpus(), relaxed::Builder::default)
+                .unwrap_or_else(|(line, m)| bad(format!("{path}:{line}: {m}")));
+        if let Some(second) = second {
+            plan.append(second);
+        }
+        (header, plan)
     };
     match t.program {
         None => bad(format!(

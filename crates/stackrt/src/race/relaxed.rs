@@ -106,13 +106,21 @@ pub fn set_green_hooks(park: ParkHook, wake: WakeHook) {
 /// ([`trace::parse_into`](super::trace::parse_into)); decisions are dropped.
 #[derive(Default)]
 pub struct Builder {
-    /// (thread, its event, thread, its event to wait for), in the trace's order.
+    /// (thread, its event, thread, its event to wait for), in the trace's order: the lines
+    /// this builder read, then those of the builder of the lines after them ([`Builder::append`]).
     waits: Vec<(u32, u32, u64, u64)>,
+    later: Vec<(u32, u32, u64, u64)>,
     /// Threads named so far.
     threads: usize,
 }
 
 impl Builder {
+    /// Takes the plan of the lines after those this builder read (`trace::parse_split`).
+    pub fn append(&mut self, next: Builder) {
+        self.threads = self.threads.max(next.threads);
+        self.later = next.waits;
+    }
+
     /// Turns relaxed replay on with this plan; `ends` are the trace's `end` lines.
     pub fn start(self, ends: &[(u32, u64)]) {
         let n = ends
@@ -122,7 +130,8 @@ impl Builder {
         // Each thread's waits, in its own order (the trace's lines of one thread are).
         let mut waits_at = vec![0usize; n + 1];
         let mut sources_at = vec![0usize; n + 1];
-        for &(t, u, _, _) in &self.waits {
+        let all = || self.waits.iter().chain(&self.later);
+        for &(t, u, _, _) in all() {
             waits_at[t as usize + 1] += 1;
             sources_at[u as usize + 1] += 1;
         }
@@ -130,16 +139,17 @@ impl Builder {
             waits_at[k + 1] += waits_at[k];
             sources_at[k + 1] += sources_at[k];
         }
-        let mut waits = vec![(0u64, 0u32, 0u64); self.waits.len()];
-        let mut sources = vec![0u64; self.waits.len()];
+        let len = self.waits.len() + self.later.len();
+        let mut waits = vec![(0u64, 0u32, 0u64); len];
+        let mut sources = vec![0u64; len];
         let (mut wn, mut sn) = (waits_at.clone(), sources_at.clone());
-        for &(t, u, e, m) in &self.waits {
+        for &(t, u, e, m) in all() {
             waits[wn[t as usize]] = (e, u, m);
             wn[t as usize] += 1;
             sources[sn[u as usize]] = m;
             sn[u as usize] += 1;
         }
-        drop(self.waits);
+        drop((self.waits, self.later));
         let mut threads: Vec<ThreadPlan> = Vec::with_capacity(n);
         let mut kept = 0;
         for k in 0..n {

@@ -166,22 +166,30 @@ fn parse_event(words: &[&str], afters: &mut Vec<(u32, u64)>) -> Result<Event, St
     })
 }
 
-/// Digits at the start of `b` as a number (at most `max_digits` of them, no sign), and the rest.
+/// The digits of `b` from `*i` as a number, `*i` moved past them: at least one and at most
+/// `max` (no sign). Digits past 19 wrap, but then there are more than `max`.
 #[inline(always)]
-fn digits(b: &[u8], max_digits: usize) -> Option<(u64, &[u8])> {
+fn number(b: &[u8], i: &mut usize, max: usize) -> Option<u64> {
+    let start = *i;
     let mut v = 0u64;
-    let mut n = 0;
-    while let Some(&c) = b.get(n) {
-        if !c.is_ascii_digit() {
+    while let Some(&c) = b.get(*i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
             break;
         }
-        if n == max_digits {
-            return None;
-        }
-        v = v * 10 + u64::from(c - b'0');
-        n += 1;
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
+        *i += 1;
     }
-    (n > 0).then_some((v, &b[n..]))
+    let n = *i - start;
+    (n > 0 && n <= max).then_some(v)
+}
+
+/// Whether `b[*i]` is `c`; if so, `*i` moves past it.
+#[inline(always)]
+fn byte(b: &[u8], i: &mut usize, c: u8) -> bool {
+    let hit = b.get(*i) == Some(&c);
+    *i += usize::from(hit);
+    hit
 }
 
 /// An `event` line in the form the recorder writes (single spaces, plain digits), read by a
@@ -192,55 +200,68 @@ fn digits(b: &[u8], max_digits: usize) -> Option<(u64, &[u8])> {
 /// as before and names what is wrong with it, so this path accepts only lines that one accepts,
 /// with the same result. Pairs it pushed before giving up are the caller's to drop.
 fn fast_event(b: &[u8], afters: &mut Vec<(u32, u64)>) -> Option<(Event, usize)> {
-    let rest = b.strip_prefix(b"event ")?;
-    let (t, rest) = digits(rest, 7)?;
-    let (n, rest) = digits(rest.strip_prefix(b" ")?, 19)?;
-    if t >= u64::from(MAX_THREADS) || n == 0 {
+    if !b.starts_with(b"event ") {
         return None;
     }
-    let mut rest = rest.strip_prefix(b" after ")?;
+    let mut i = 6;
+    let t = number(b, &mut i, 7)?;
+    if !byte(b, &mut i, b' ') {
+        return None;
+    }
+    let n = number(b, &mut i, 19)?;
+    if t >= u64::from(MAX_THREADS) || n == 0 || !b[i..].starts_with(b" after ") {
+        return None;
+    }
+    i += 7;
     let start = u32::try_from(afters.len()).ok()?;
     // Pairs: digits, a dot, digits, a space; then the kind.
-    while rest.first().is_some_and(u8::is_ascii_digit) {
-        let (u, r) = digits(rest, 7)?;
-        let (m, r) = digits(r.strip_prefix(b".")?, 19)?;
-        if u >= u64::from(MAX_THREADS) || m == 0 || u == t {
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        let u = number(b, &mut i, 7)?;
+        if !byte(b, &mut i, b'.') {
+            return None;
+        }
+        let m = number(b, &mut i, 19)?;
+        if u >= u64::from(MAX_THREADS) || m == 0 || u == t || !byte(b, &mut i, b' ') {
             return None;
         }
         afters.push((u as u32, m));
-        rest = r.strip_prefix(b" ")?;
     }
     let end = u32::try_from(afters.len()).ok()?;
     if end == start {
         return None;
     }
-    // The kind ends at a space, the line's end or the text's.
-    let k = rest
-        .iter()
-        .position(|&c| c == b' ' || c == b'\n')
-        .unwrap_or(rest.len());
-    if !matches!(
-        &rest[..k],
-        b"read" | b"write" | b"lock" | b"create" | b"join" | b"cas"
-    ) {
-        return None;
-    }
-    let mut rest = &rest[k..];
-    if rest.first() == Some(&b' ') {
+    // The kind (one of KINDS, told apart by its first two bytes), then a space, the line's end
+    // or the text's.
+    // (Each compared with a literal: no call to memcmp.)
+    let k = &b[i..];
+    i += match k.get(..2)? {
+        b"re" if k.starts_with(b"read") => 4,
+        b"wr" if k.starts_with(b"write") => 5,
+        b"lo" if k.starts_with(b"lock") => 4,
+        b"cr" if k.starts_with(b"create") => 6,
+        b"jo" if k.starts_with(b"join") => 4,
+        b"ca" if k.starts_with(b"cas") => 3,
+        _ => return None,
+    };
+    if b.get(i) == Some(&b' ') {
         // " at SITE": one word, so no byte up to the line's end is a space or a control
         // character (every ASCII whitespace is one of those).
-        let site = rest.strip_prefix(b" at ")?;
+        if !b[i..].starts_with(b" at ") {
+            return None;
+        }
+        i += 4;
+        let site = &b[i..];
         let w = memchr::memchr(b'\n', site).unwrap_or(site.len());
         // Without an early exit, so that the check is vectorised (sites are most of a trace's
         // bytes).
         if w == 0 || site[..w].iter().fold(false, |any, &c| any | (c <= b' ')) {
             return None;
         }
-        rest = &site[w..];
+        i += w;
     }
-    let len = match rest.first() {
+    let len = match b.get(i) {
         None => b.len(),
-        Some(b'\n') => b.len() - rest.len() + 1,
+        Some(b'\n') => i + 1,
         Some(_) => return None,
     };
     Some((
@@ -320,31 +341,6 @@ fn lines_of(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Checks an `event` line of thread `thread` against the thread's earlier lines (`last`: each
-/// thread's last event number; `ended`: whether its `end` line came).
-fn check_order(
-    thread: u32,
-    seq: u64,
-    last: &mut Vec<u64>,
-    ended: &mut Vec<bool>,
-) -> Result<(), String> {
-    let i = thread as usize;
-    if last.len() <= i {
-        last.resize(i + 1, 0);
-        ended.resize(i + 1, false);
-    }
-    if last[i] >= seq {
-        return Err(format!(
-            "event {seq} of thread {thread} after a later or equal one of the same thread"
-        ));
-    }
-    if ended[i] {
-        return Err(format!("thread {thread} ended above"));
-    }
-    last[i] = seq;
-    Ok(())
-}
-
 /// Parses a trace; an error names the line (1-based) and what is wrong with it.
 pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
     let mut t = Trace::default();
@@ -355,11 +351,79 @@ pub fn parse(text: &str) -> Result<Trace, (usize, String)> {
 /// Parses a trace, its decisions and events into `sink` as they come; an error names the line
 /// (1-based) and what is wrong with it.
 pub fn parse_into(text: &str, sink: &mut impl Sink) -> Result<Header, (usize, String)> {
+    let (header, pos) = parse_header(text.as_bytes())?;
+    let mut part = Part::new(header, 1);
+    part.lines(&text.as_bytes()[pos..], sink)?;
+    Ok(part.header)
+}
+
+/// Below this many bytes a trace is read by one thread: a second costs more to start than it
+/// saves.
+const SPLIT_BYTES: usize = 256 * 1024;
+
+/// [`parse_into`] on two threads when the text is long and a second CPU is there to take its
+/// second half (relaxed replay reads the trace before the program starts, while the other CPUs
+/// wait): each half goes into its own sink, made by `make`, in order (the second is `None` if
+/// the text was read by one thread). The result, errors included, is `parse_into`'s: the lines
+/// of one thread that meet at the split are checked against each other after both halves are
+/// read, and where a half fails or they do not fit, the whole text is read again by one thread
+/// for the error and its line.
+pub fn parse_split<S: Sink + Send>(
+    text: &str,
+    cpus: usize,
+    make: impl Fn() -> S,
+) -> Result<(Header, S, Option<S>), (usize, String)> {
     let bytes = text.as_bytes();
-    let (head, mut pos) = line_at(bytes);
+    let (header, pos) = parse_header(bytes)?;
+    let half = pos + (bytes.len() - pos) / 2;
+    let split = match memchr::memchr(b'\n', &bytes[half..]) {
+        Some(i) if cpus >= 2 && bytes.len() - pos >= SPLIT_BYTES => half + i + 1,
+        _ => bytes.len(),
+    };
+    parse_halves(text, header, pos, split, make)
+}
+
+/// [`parse_split`] with the second half from byte `split` (a line's start, or the text's end:
+/// one half).
+fn parse_halves<S: Sink + Send>(
+    text: &str,
+    header: Header,
+    pos: usize,
+    split: usize,
+    make: impl Fn() -> S,
+) -> Result<(Header, S, Option<S>), (usize, String)> {
+    let bytes = text.as_bytes();
+    let (mut s1, mut s2) = (make(), make());
+    let mut p1 = Part::new(header.clone(), 1);
+    let mut p2 = Part::new(header, 0);
+    let (r1, r2) = std::thread::scope(|scope| {
+        let second = (split < bytes.len()).then(|| {
+            let (p2, s2) = (&mut p2, &mut s2);
+            scope.spawn(move || p2.lines(&bytes[split..], s2))
+        });
+        let r1 = p1.lines(&bytes[pos..split], &mut s1);
+        let r2 = second.map(|h| h.join().unwrap_or(Err((0, String::new()))));
+        (r1, r2)
+    });
+    r1?;
+    let Some(r2) = r2 else {
+        return Ok((p1.header, s1, None));
+    };
+    if r2.is_ok() && p1.meets(&p2) {
+        p1.header.ends.extend_from_slice(&p2.header.ends);
+        p1.header.program = p1.header.program.or(p2.header.program);
+        return Ok((p1.header, s1, Some(s2)));
+    }
+    drop((s1, s2));
+    let mut whole = make();
+    let header = parse_into(text, &mut whole)?;
+    Ok((header, whole, None))
+}
+
+/// The first line of a trace, read, and where the next begins.
+fn parse_header(bytes: &[u8]) -> Result<(Header, usize), (usize, String)> {
+    let (head, pos) = line_at(bytes);
     let mut t = Header::default();
-    // The pairs of the event line being read.
-    let mut pairs: Vec<(u32, u64)> = Vec::new();
     let w: Vec<&str> = core::str::from_utf8(head)
         .unwrap_or("")
         .split_whitespace()
@@ -374,116 +438,198 @@ pub fn parse_into(text: &str, sink: &mut impl Sink) -> Result<Header, (usize, St
         }
         _ => return Err((1, "not a stackrt schedule trace".into())),
     }
-    // The last event number of each thread seen so far (0: none), for the ordering check, and
-    // the threads that ended; by thread number (below MAX_THREADS).
-    let mut last: Vec<u64> = Vec::new();
-    let mut ended: Vec<bool> = Vec::new();
-    // A trace holds millions of lines (every decision of a run): lines in the recorder's form
-    // are read by a byte cursor that finds their end as it goes; any other line is split into
-    // words, which go into this array, not a vector of their own.
-    let mut buf: [&str; 24] = [""; 24];
-    let mut spill: Vec<&str> = Vec::new();
-    let mut no = 1;
-    while pos < bytes.len() {
-        no += 1;
-        let err = |m: String| (no, m);
-        let b = &bytes[pos..];
-        if !sink.keeps_decisions() {
-            let (len, lines) = decision_run(b);
-            if lines > 0 {
-                no += lines - 1;
-                pos += len;
-                continue;
-            }
-        }
-        if let Some((h, len)) = fast_decision(b) {
-            sink.decision(h);
-            pos += len;
-            continue;
-        }
-        if t.version == 2 && b.first() == Some(&b'e') {
-            pairs.clear();
-            if let Some((e, len)) = fast_event(b, &mut pairs) {
-                check_order(e.thread, e.seq, &mut last, &mut ended).map_err(err)?;
-                sink.event(e.thread, e.seq, &pairs);
-                pos += len;
-                continue;
-            }
-        }
-        let (line, len) = line_at(b);
-        pos += len;
-        // Lines end at `\n` bytes, so a line of the text is a `str`.
-        let line = core::str::from_utf8(line).unwrap_or("");
-        let mut count = 0;
-        spill.clear();
-        for w in line.split_ascii_whitespace() {
-            if count < buf.len() {
-                buf[count] = w;
-            } else {
-                if count == buf.len() {
-                    spill.extend_from_slice(&buf);
-                }
-                spill.push(w);
-            }
-            count += 1;
-        }
-        let words: &[&str] = if count <= buf.len() {
-            &buf[..count]
-        } else {
-            &spill
-        };
-        let Some(first) = words.first() else {
-            return Err(err("empty line".into()));
-        };
-        if let Ok(h) = first.parse::<i32>() {
-            if words.len() != 1 || h < 0 {
-                return Err(err("a decision line is one thread handle".into()));
-            }
-            sink.decision(h);
-            continue;
-        }
-        if t.version == 1 {
-            return Err(err("a version 1 trace has decision lines only".into()));
-        }
-        match *first {
-            "program" => {
-                let nums: Option<Vec<u64>> = words[1..].iter().map(|w| w.parse().ok()).collect();
-                match nums.as_deref() {
-                    Some([sites, hash]) if t.program.is_none() => {
-                        t.program = Some((*sites, *hash));
-                    }
-                    _ => return Err(err("expected one line: program SITES HASH".into())),
-                }
-            }
-            "event" => {
-                pairs.clear();
-                let e = parse_event(words, &mut pairs).map_err(err)?;
-                check_order(e.thread, e.seq, &mut last, &mut ended).map_err(err)?;
-                sink.event(e.thread, e.seq, &pairs);
-            }
-            "end" => {
-                if words.len() != 3 {
-                    return Err(err("expected: end T N".into()));
-                }
-                let th = thread(words[1]).map_err(err)?;
-                let n: u64 = words[2]
-                    .parse()
-                    .map_err(|_| (no, format!("{:?} is not a number of events", words[2])))?;
-                let i = th as usize;
-                if last.len() <= i {
-                    last.resize(i + 1, 0);
-                    ended.resize(i + 1, false);
-                }
-                if last[i] > n || ended[i] {
-                    return Err((no, format!("thread {th} cannot end here")));
-                }
-                ended[i] = true;
-                t.ends.push((th, n));
-            }
-            other => return Err(err(format!("{other:?} starts no known line"))),
+    Ok((t, pos))
+}
+
+/// Lines read after the header, in a row: what the checks between them need.
+struct Part {
+    header: Header,
+    /// The number of the line before the first one.
+    no: usize,
+    /// The last event number of each thread seen so far (0: none), for the ordering check,
+    /// and the threads that ended; by thread number (below MAX_THREADS).
+    last: Vec<u64>,
+    ended: Vec<bool>,
+    /// Each thread's first line in this part, for [`Part::meets`]: its event number, or for an
+    /// `end` line its count with [`FIRST_END`] set (0: none).
+    first: Vec<u64>,
+}
+
+/// In [`Part::first`]: the thread's first line is its `end` line.
+const FIRST_END: u64 = 1 << 63;
+
+impl Part {
+    fn new(header: Header, no: usize) -> Part {
+        Part {
+            header,
+            no,
+            last: Vec::new(),
+            ended: Vec::new(),
+            first: Vec::new(),
         }
     }
-    Ok(t)
+
+    /// Makes room for thread `i` in the tables.
+    fn grow(&mut self, i: usize) {
+        if self.last.len() <= i {
+            self.last.resize(i + 1, 0);
+            self.ended.resize(i + 1, false);
+            self.first.resize(i + 1, 0);
+        }
+    }
+
+    /// Whether `next`, the lines right after these, could follow them in one text: its first
+    /// line of each thread fits this part's last one, and it names no program if this did.
+    fn meets(&self, next: &Part) -> bool {
+        if self.header.program.is_some() && next.header.program.is_some() {
+            return false;
+        }
+        next.first.iter().enumerate().all(|(i, &f)| {
+            let (last, ended) = (
+                self.last.get(i).copied().unwrap_or(0),
+                self.ended.get(i).copied().unwrap_or(false),
+            );
+            f == 0
+                || (!ended
+                    && if f & FIRST_END != 0 {
+                        last <= f & !FIRST_END
+                    } else {
+                        f > last
+                    })
+        })
+    }
+
+    /// Reads `bytes`, whole lines after the header, into `sink`.
+    fn lines(&mut self, bytes: &[u8], sink: &mut impl Sink) -> Result<(), (usize, String)> {
+        let mut pairs: Vec<(u32, u64)> = Vec::new();
+        let mut pos = 0;
+        // A trace holds millions of lines (every decision of a run): lines in the recorder's form
+        // are read by a byte cursor that finds their end as it goes; any other line is split into
+        // words, which go into this array, not a vector of their own.
+        let mut buf: [&str; 24] = [""; 24];
+        let mut spill: Vec<&str> = Vec::new();
+        let mut no = self.no;
+        while pos < bytes.len() {
+            no += 1;
+            let err = |m: String| (no, m);
+            let b = &bytes[pos..];
+            if !sink.keeps_decisions() {
+                let (len, lines) = decision_run(b);
+                if lines > 0 {
+                    no += lines - 1;
+                    pos += len;
+                    continue;
+                }
+            }
+            if let Some((h, len)) = fast_decision(b) {
+                sink.decision(h);
+                pos += len;
+                continue;
+            }
+            if self.header.version == 2 && b.first() == Some(&b'e') {
+                pairs.clear();
+                if let Some((e, len)) = fast_event(b, &mut pairs) {
+                    self.check_order(e.thread, e.seq).map_err(err)?;
+                    sink.event(e.thread, e.seq, &pairs);
+                    pos += len;
+                    continue;
+                }
+            }
+            let (line, len) = line_at(b);
+            pos += len;
+            // Lines end at `\n` bytes, so a line of the text is a `str`.
+            let line = core::str::from_utf8(line).unwrap_or("");
+            let mut count = 0;
+            spill.clear();
+            for w in line.split_ascii_whitespace() {
+                if count < buf.len() {
+                    buf[count] = w;
+                } else {
+                    if count == buf.len() {
+                        spill.extend_from_slice(&buf);
+                    }
+                    spill.push(w);
+                }
+                count += 1;
+            }
+            let words: &[&str] = if count <= buf.len() {
+                &buf[..count]
+            } else {
+                &spill
+            };
+            let Some(first) = words.first() else {
+                return Err(err("empty line".into()));
+            };
+            if let Ok(h) = first.parse::<i32>() {
+                if words.len() != 1 || h < 0 {
+                    return Err(err("a decision line is one thread handle".into()));
+                }
+                sink.decision(h);
+                continue;
+            }
+            if self.header.version == 1 {
+                return Err(err("a version 1 trace has decision lines only".into()));
+            }
+            match *first {
+                "program" => {
+                    let nums: Option<Vec<u64>> =
+                        words[1..].iter().map(|w| w.parse().ok()).collect();
+                    match nums.as_deref() {
+                        Some([sites, hash]) if self.header.program.is_none() => {
+                            self.header.program = Some((*sites, *hash));
+                        }
+                        _ => return Err(err("expected one line: program SITES HASH".into())),
+                    }
+                }
+                "event" => {
+                    pairs.clear();
+                    let e = parse_event(words, &mut pairs).map_err(err)?;
+                    self.check_order(e.thread, e.seq).map_err(err)?;
+                    sink.event(e.thread, e.seq, &pairs);
+                }
+                "end" => {
+                    if words.len() != 3 {
+                        return Err(err("expected: end T N".into()));
+                    }
+                    let th = thread(words[1]).map_err(err)?;
+                    let n: u64 = words[2]
+                        .parse()
+                        .map_err(|_| (no, format!("{:?} is not a number of events", words[2])))?;
+                    let i = th as usize;
+                    self.grow(i);
+                    if self.last[i] > n || self.ended[i] {
+                        return Err((no, format!("thread {th} cannot end here")));
+                    }
+                    self.ended[i] = true;
+                    if self.first[i] == 0 {
+                        self.first[i] = n | FIRST_END;
+                    }
+                    self.header.ends.push((th, n));
+                }
+                other => return Err(err(format!("{other:?} starts no known line"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks an `event` line of thread `thread` against the thread's earlier lines.
+    fn check_order(&mut self, thread: u32, seq: u64) -> Result<(), String> {
+        let i = thread as usize;
+        self.grow(i);
+        if self.last[i] >= seq {
+            return Err(format!(
+                "event {seq} of thread {thread} after a later or equal one of the same thread"
+            ));
+        }
+        if self.ended[i] {
+            return Err(format!("thread {thread} ended above"));
+        }
+        if self.first[i] == 0 {
+            self.first[i] = seq;
+        }
+        self.last[i] = seq;
+        Ok(())
+    }
 }
 
 /// The header line of a trace recorded under `policy`.
@@ -680,6 +826,97 @@ mod tests {
             }
         }
         assert!(checked > 100, "only {checked} texts parsed");
+    }
+
+    /// An event as a sink is given it: thread, number, the events it comes after.
+    type Given = (u32, u64, Vec<(u32, u64)>);
+
+    /// Everything a sink is given, in order.
+    #[derive(Default, Debug, PartialEq)]
+    struct Collect {
+        decisions: Vec<i32>,
+        events: Vec<Given>,
+    }
+
+    impl Sink for Collect {
+        fn decision(&mut self, h: i32) {
+            self.decisions.push(h);
+        }
+        fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
+            self.events.push((thread, seq, after.to_vec()));
+        }
+    }
+
+    #[test]
+    fn a_trace_read_in_two_halves_gives_what_one_reading_gives() {
+        let lines = [
+            "program 3 99",
+            "0",
+            "event 1 2 after 0.1 read",
+            "1",
+            "event 2 1 after 1.2 write at a.cm:1:2",
+            "end 1 4",
+            "event 2 5 after 0.3 cas",
+            "event 3 1 after 2.5 lock",
+            "end 2 5",
+            "2",
+        ];
+        // The trace, each line dropped, doubled, or swapped with the next, and two that end a
+        // thread too early; the header with each version.
+        let mut bodies: Vec<Vec<&str>> = vec![lines.to_vec()];
+        // Threads that end before their last event.
+        for (i, short) in [(5, "end 1 1"), (8, "end 2 4")] {
+            let mut v = lines.to_vec();
+            v[i] = short;
+            bodies.push(v);
+        }
+        for i in 0..lines.len() {
+            let mut v = lines.to_vec();
+            v.remove(i);
+            bodies.push(v);
+            let mut v = lines.to_vec();
+            v.insert(i, lines[i]);
+            bodies.push(v);
+            if i + 1 < lines.len() {
+                let mut v = lines.to_vec();
+                v.swap(i, i + 1);
+                bodies.push(v);
+            }
+        }
+        let (mut texts, mut splits, mut failures) = (0, 0, 0);
+        for body in &bodies {
+            for head in [
+                "stackrt-sched-trace 2 random:1",
+                "stackrt-sched-trace 1 random:1",
+            ] {
+                let text = format!("{head}\n{}\n", body.join("\n"));
+                texts += 1;
+                let mut one = Collect::default();
+                let want = parse_into(&text, &mut one).map(|h| (h, one));
+                failures += usize::from(want.is_err());
+                let (header, pos) = parse_header(text.as_bytes()).unwrap();
+                // Every line's start as the split, and the text's end.
+                let starts = (pos..=text.len())
+                    .filter(|&i| i == text.len() || text.as_bytes()[i - 1] == b'\n');
+                for split in starts {
+                    splits += 1;
+                    let got = parse_halves(&text, header.clone(), pos, split, Collect::default)
+                        .map(|(h, mut a, b)| {
+                            if let Some(b) = b {
+                                a.decisions.extend(b.decisions);
+                                a.events.extend(b.events);
+                            }
+                            (h, a)
+                        });
+                    assert_eq!(got, want, "{text:?} split at {split}");
+                }
+            }
+        }
+        assert!(texts > 50 && splits > 500, "{texts} texts, {splits} splits");
+        assert!(
+            failures > 10 && failures < texts - 10,
+            "{failures} of {texts} fail"
+        );
     }
 
     #[test]
