@@ -39,17 +39,55 @@ const ENDED: u64 = 1 << 63;
 
 /// One thread's part of the plan: where its entries are in [`Plan`]'s tables.
 struct ThreadPlan {
-    waits: core::ops::Range<usize>,
+    /// Its first wait ([`NO_WAIT`] if none); each links to the next.
+    first_wait: u32,
     sources: core::ops::Range<usize>,
     /// Events in all, if the thread ended in the recording.
     end: Option<u64>,
 }
 
+/// An event a thread waits for: its event `e` comes after event `m` of thread `u`. In the
+/// trace's order, in one table for all threads (two when two threads read the trace), each
+/// linked to the thread's next: no second copy sorted by thread (a trace's waits can take tens
+/// of megabytes, and in a fresh process every page of them costs a fault).
+#[derive(Clone, Copy)]
+pub struct Wait {
+    e: u64,
+    m: u64,
+    u: u32,
+    /// The index of the thread's next wait, or [`NO_WAIT`] (while the plan is built: the
+    /// waiting thread).
+    next: u32,
+}
+
+/// No wait: the end of a thread's list.
+const NO_WAIT: u32 = u32::MAX;
+
+/// Every thread's waits ([`Wait`]): the lines of the trace's first half, then those of its
+/// second; an index counts across both.
+#[derive(Clone, Copy)]
+struct Waits {
+    first: &'static [Wait],
+    second: &'static [Wait],
+}
+
+impl Waits {
+    #[inline]
+    fn get(&self, i: u32) -> Option<&'static Wait> {
+        let i = i as usize;
+        match i.checked_sub(self.first.len()) {
+            None => self.first.get(i),
+            Some(j) => self.second.get(j),
+        }
+    }
+}
+
 /// One thread's plan as the functions below read it (kept in its [`Cursor`]).
 #[derive(Clone, Copy)]
 struct View {
-    /// (event, thread, its event) to wait for, by event.
-    waits: &'static [(u64, u32, u64)],
+    /// All threads' waits; the cursor follows its own from `first_wait`.
+    waits: Waits,
+    first_wait: u32,
     /// Own events some thread waits for, increasing.
     sources: &'static [u64],
     end: Option<u64>,
@@ -64,11 +102,12 @@ struct Progress {
     sleepers: AtomicU32,
 }
 
-/// Every thread's waits and sources in one table each, thread after thread (a trace of many
-/// short threads would otherwise take two growing allocations per thread).
+/// Every thread's waits and sources in one table each (the waits in the trace's order, the
+/// sources thread after thread; a trace of many short threads would otherwise take two
+/// growing allocations per thread).
 struct Plan {
     threads: Vec<ThreadPlan>,
-    waits: Box<[(u64, u32, u64)]>,
+    waits: (Box<[Wait]>, Box<[Wait]>),
     sources: Box<[u64]>,
     progress: Box<[Progress]>,
 }
@@ -106,10 +145,11 @@ pub fn set_green_hooks(park: ParkHook, wake: WakeHook) {
 /// ([`trace::parse_into`](super::trace::parse_into)); decisions are dropped.
 #[derive(Default)]
 pub struct Builder {
-    /// (thread, its event, thread, its event to wait for), in the trace's order: the lines
-    /// this builder read, then those of the builder of the lines after them ([`Builder::append`]).
-    waits: Vec<(u32, u32, u64, u64)>,
-    later: Vec<(u32, u32, u64, u64)>,
+    /// The waits of the lines this builder read, then those of the builder of the lines
+    /// after them ([`Builder::append`]), in the trace's order; `next` holds the waiting thread
+    /// until [`Builder::start`] links them.
+    waits: Vec<Wait>,
+    later: Vec<Wait>,
     /// Threads named so far.
     threads: usize,
 }
@@ -127,29 +167,44 @@ impl Builder {
             .iter()
             .map(|&(t, _)| t as usize + 1)
             .fold(self.threads, usize::max);
-        // Each thread's waits, in its own order (the trace's lines of one thread are).
-        let mut waits_at = vec![0usize; n + 1];
+        if self.waits.len() + self.later.len() >= NO_WAIT as usize {
+            fail(
+                "stackrt: STACKRT_SCHED: the trace has more than 4 billion waits",
+                super::THREAD_FAILURE_EXIT_STATUS,
+            );
+        }
+        let mut first = self.waits.into_boxed_slice();
+        let mut second = self.later.into_boxed_slice();
+        // Each thread's waits linked in its own order (the trace's lines of one thread are),
+        // and each thread's sources counted.
+        let mut first_wait = vec![NO_WAIT; n];
+        let mut tail = vec![NO_WAIT; n];
         let mut sources_at = vec![0usize; n + 1];
-        let all = || self.waits.iter().chain(&self.later);
-        for &(t, u, _, _) in all() {
-            waits_at[t as usize + 1] += 1;
-            sources_at[u as usize + 1] += 1;
+        let split = first.len();
+        for i in 0..split + second.len() {
+            let w = if i < split {
+                &mut first[i]
+            } else {
+                &mut second[i - split]
+            };
+            let t = core::mem::replace(&mut w.next, NO_WAIT) as usize;
+            sources_at[w.u as usize + 1] += 1;
+            let prev = core::mem::replace(&mut tail[t], i as u32);
+            match prev as usize {
+                _ if prev == NO_WAIT => first_wait[t] = i as u32,
+                p if p < split => first[p].next = i as u32,
+                p => second[p - split].next = i as u32,
+            }
         }
         for k in 0..n {
-            waits_at[k + 1] += waits_at[k];
             sources_at[k + 1] += sources_at[k];
         }
-        let len = self.waits.len() + self.later.len();
-        let mut waits = vec![(0u64, 0u32, 0u64); len];
-        let mut sources = vec![0u64; len];
-        let (mut wn, mut sn) = (waits_at.clone(), sources_at.clone());
-        for &(t, u, e, m) in all() {
-            waits[wn[t as usize]] = (e, u, m);
-            wn[t as usize] += 1;
-            sources[sn[u as usize]] = m;
-            sn[u as usize] += 1;
+        let mut sources = vec![0u64; split + second.len()];
+        let mut sn = sources_at.clone();
+        for w in first.iter().chain(second.iter()) {
+            sources[sn[w.u as usize]] = w.m;
+            sn[w.u as usize] += 1;
         }
-        drop((self.waits, self.later));
         let mut threads: Vec<ThreadPlan> = Vec::with_capacity(n);
         let mut kept = 0;
         for k in 0..n {
@@ -168,7 +223,7 @@ impl Builder {
                 }
             }
             threads.push(ThreadPlan {
-                waits: waits_at[k]..waits_at[k + 1],
+                first_wait: first_wait[k],
                 sources: start..kept,
                 end: None,
             });
@@ -180,7 +235,7 @@ impl Builder {
         let progress = (0..n).map(|_| Progress::default()).collect();
         let _ = PLAN.set(Plan {
             threads,
-            waits: waits.into_boxed_slice(),
+            waits: (first, second),
             sources: sources.into_boxed_slice(),
             progress,
         });
@@ -199,7 +254,12 @@ impl Sink for Builder {
 
     fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
         for &(u, m) in after {
-            self.waits.push((thread, u, seq, m));
+            self.waits.push(Wait {
+                e: seq,
+                m,
+                u,
+                next: thread,
+            });
             self.threads = self.threads.max(thread.max(u) as usize + 1);
         }
     }
@@ -219,8 +279,8 @@ pub fn start(trace: &Trace) {
 /// One thread's place in its plan. Only the thread itself uses it.
 pub struct Cursor {
     id: u32,
-    /// Next entry of `waits`, of `sources`.
-    wait: Cell<usize>,
+    /// Next entry of the waits (its index), of `sources`.
+    wait: Cell<u32>,
     source: Cell<usize>,
     /// The first event that needs [`begin`]'s attention.
     next: Cell<u64>,
@@ -235,7 +295,11 @@ fn plan_of(id: u32) -> Option<(&'static Plan, View)> {
         (
             p,
             View {
-                waits: &p.waits[t.waits.clone()],
+                waits: Waits {
+                    first: &p.waits.0,
+                    second: &p.waits.1,
+                },
+                first_wait: t.first_wait,
                 sources: &p.sources[t.sources.clone()],
                 end: t.end,
             },
@@ -248,7 +312,7 @@ impl Cursor {
     pub fn new(id: u32) -> Cursor {
         let c = Cursor {
             id,
-            wait: Cell::new(0),
+            wait: Cell::new(NO_WAIT),
             source: Cell::new(0),
             next: Cell::new(u64::MAX),
             view: Cell::new(None),
@@ -265,6 +329,7 @@ impl Cursor {
         }
         let v = plan_of(self.id)?;
         self.view.set(Some(v));
+        self.wait.set(v.1.first_wait);
         Some(v)
     }
 
@@ -272,7 +337,7 @@ impl Cursor {
         let Some((_, t)) = self.plan() else {
             return;
         };
-        let w = t.waits.get(self.wait.get()).map_or(u64::MAX, |w| w.0);
+        let w = t.waits.get(self.wait.get()).map_or(u64::MAX, |w| w.e);
         let s = t
             .sources
             .get(self.source.get())
@@ -371,7 +436,7 @@ pub fn ended(c: &Cursor, n: u64) {
 fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
     let (p, t) = c.plan()?;
     let mut i = c.wait.get();
-    while let Some(&(e, u, m)) = t.waits.get(i) {
+    while let Some(&Wait { e, m, u, next }) = t.waits.get(i) {
         if e != n {
             break;
         }
@@ -388,7 +453,7 @@ fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
             c.wait.set(i);
             return Some(w);
         }
-        i += 1;
+        i = next;
     }
     c.wait.set(i);
     c.renew();
