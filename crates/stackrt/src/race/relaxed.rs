@@ -51,7 +51,7 @@ struct ThreadPlan {
 /// linked to the thread's next: no second copy sorted by thread (a trace's waits can take tens
 /// of megabytes, and in a fresh process every page of them costs a fault).
 #[derive(Clone, Copy)]
-pub struct Wait {
+struct Wait {
     e: u64,
     m: u64,
     u: u32,

@@ -745,7 +745,17 @@ mod tests {
             "event 2 11 after 1.17 3.9 lock",
             "event 12 1 after 0.1 cas",
             "event 1 99999999999 after 1048575.5 read at a",
+            "event 0 5 after 1.3 create",
+            "event 0 6 after 2.4 join at m.cm:3:1",
         ];
+        // Every kind takes the fast path (its list of kinds is KINDS).
+        for k in KINDS {
+            let line = format!("event 1 2 after 0.1 {k}");
+            assert!(
+                fast_event(line.as_bytes(), &mut Vec::new()).is_some(),
+                "{k}"
+            );
+        }
         let mut accepted = 0;
         for line in mutations(&seeds, b" .0129aet\t+-:x\r\n\x0c") {
             for text in [
