@@ -424,6 +424,80 @@ fn relaxed_replay_reproduces_the_recorded_order_of_a_mutex() {
     }
 }
 
+/// A trace long enough to be read by two threads (IRS's Fibonacci, 400 rounds under PCT: half a
+/// megabyte) replays relaxed as recorded, and a bad line in its second half, or one that only
+/// the lines of its first half show to be out of order, is named by its line number.
+#[test]
+fn a_long_trace_is_read_in_two_halves_and_its_errors_keep_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/programs/irs_fibonacci.cm");
+    let exe = compile(
+        &src,
+        dir.path(),
+        "fib",
+        &["--race", "--threads", "green", "--mech", "lookahead"],
+    );
+    let run = |env: &[(&str, &str)]| {
+        let mut cmd = Command::new(&exe);
+        cmd.arg("400")
+            .env_remove("STACKRT_RACE")
+            .env_remove("STACKRT_SCHED_TRACE")
+            .envs(env.iter().copied());
+        run_within(cmd, Duration::from_secs(60), "fibonacci")
+    };
+    let t = dir.path().join("fib.trace");
+    let recorded = run(&[
+        ("STACKRT_SCHED", "pct:1:3"),
+        ("STACKRT_SCHED_TRACE", t.to_str().unwrap()),
+    ]);
+    assert_eq!(
+        recorded.status.code(),
+        Some(0),
+        "{}",
+        text(&recorded.stderr)
+    );
+    let want = text(&recorded.stdout);
+    let trace = std::fs::read_to_string(&t).unwrap();
+    // Well past the size read by one thread (`trace::SPLIT_BYTES`, 256 KiB).
+    assert!(trace.len() > 400 * 1024, "{} bytes", trace.len());
+    let sched = format!("relaxed:{}", t.display());
+    for workers in ["1", "2"] {
+        let o = run(&[("STACKRT_SCHED", &sched), ("STACKRT_WORKERS", workers)]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        assert_eq!(text(&o.stdout), want);
+    }
+    // Thread 1's first event line is in the first half; a copy of it three quarters down is out
+    // of order only against it.
+    let lines: Vec<&str> = trace.lines().collect();
+    let first_of_1 = *lines
+        .iter()
+        .find(|l| l.starts_with("event 1 "))
+        .expect("an event line of thread 1");
+    let at = lines.len() * 3 / 4;
+    let bad = dir.path().join("bad.trace");
+    let p = bad.display().to_string();
+    for (inserted, msg) in [
+        (
+            "event 1 x after 0.1 read",
+            "\"x\" is not an event number".to_string(),
+        ),
+        (
+            first_of_1,
+            format!(
+                "event {} of thread 1 after a later or equal one of the same thread",
+                first_of_1.split(' ').nth(2).unwrap()
+            ),
+        ),
+    ] {
+        let mut changed = lines.clone();
+        changed.insert(at, inserted);
+        std::fs::write(&bad, changed.join("\n") + "\n").unwrap();
+        let o = run(&[("STACKRT_SCHED", &format!("relaxed:{p}"))]);
+        assert_eq!(o.status.code(), Some(1), "{inserted}");
+        common::assert_one_line(&o, &format!("{p}:{}: {msg}", at + 1), inserted);
+    }
+}
+
 /// Bad traces and settings: one line naming the file (and the line of it), status 1; a trace
 /// that no longer fits the run: one line, status 70.
 #[test]
