@@ -1570,5 +1570,100 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             ],
         });
     }
+    // --- Race detection on the thesis's multi-threaded programs (issue: at most 3x the time,
+    // 4x the peak memory) ---
+    let race_detection = |name, title, file, point: Point, reductions: Vec<String>| {
+        Experiment {
+        name,
+        env: Vec::new(),
+        race: vec![RaceRun::Detect],
+        green: &["lookahead"],
+        title,
+        figures: "the detectors' own documentation: ThreadSanitizer 5-15x time and 5-10x memory, Go's race detector 2-20x and 5-10x",
+        sources: cm(file, None),
+        x_label: "threads",
+        log_x: false,
+        points: vec![point],
+        mechanisms: Mechanisms::Listed(&["traditional", "lookahead"]),
+        gcc: vec![],
+        native: false,
+        go: false,
+        main_stack: THREADED_MAIN_STACK,
+        shape: Shape::Curve,
+        baseline: "traditional",
+        unit: "call",
+        counts: vec![],
+        reductions,
+    }
+    };
+    let (sum_threads, sum_depth): (u64, u64) =
+        pick(size, (8, 1_000_000), (8, 1_000_000), (2, 10_000));
+    list.push(race_detection(
+        "race_summation",
+        "Race detection (--race) on Summation: threads that share nothing",
+        "summation_multi.cm",
+        Point {
+            x: sum_threads as f64,
+            args: vec![
+                sum_threads.to_string(),
+                sum_depth.to_string(),
+                STACK_TOKEN.into(),
+            ],
+            probe: Some(Probe {
+                args: strings(&["1", DEPTH_TOKEN, STACK_TOKEN]),
+                depth: sum_depth,
+                small_depths: calibration,
+            }),
+            threads: sum_threads,
+            work: Some((sum_threads * sum_depth) as f64),
+            x86_64_only: false,
+            go_least_bytes: 0,
+        },
+        vec![format!(
+            "n: thesis 100 million in all -> {sum_depth} levels in each of {sum_threads} threads"
+        )],
+    ));
+    // (balanced, unbalanced, searches per thread, threads)
+    let (bal, unbal, searches, tree_threads): (u64, u64, u64, u64) = pick(
+        size,
+        (1_048_575, 1_000_000, 5, 8),
+        (1_000_000, 1_000_000, 5, 4),
+        (1_023, 1_000, 2, 2),
+    );
+    list.push(race_detection(
+        "race_tree",
+        "Race detection (--race) on the Unbalanced Binary Tree: every thread reads every node it passes",
+        "tree_multi.cm",
+        Point {
+            x: tree_threads as f64,
+            args: vec![
+                bal.to_string(),
+                unbal.to_string(),
+                "0.3".into(),
+                searches.to_string(),
+                tree_threads.to_string(),
+                STACK_TOKEN.into(),
+            ],
+            probe: Some(Probe {
+                args: vec![
+                    "1000".into(),
+                    DEPTH_TOKEN.into(),
+                    "1.0".into(),
+                    "1".into(),
+                    "1".into(),
+                    STACK_TOKEN.into(),
+                ],
+                depth: unbal,
+                small_depths: calibration,
+            }),
+            threads: tree_threads,
+            work: None,
+            x86_64_only: false,
+            go_least_bytes: 0,
+        },
+        vec![format!(
+            "tree: thesis 2^20-1 balanced nodes, a 1,000,000-node branch, 5 searches in each of 8 threads -> {bal}, {unbal}, {searches} in each of {tree_threads}"
+        )],
+    ));
     list
 }
