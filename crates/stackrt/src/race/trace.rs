@@ -397,11 +397,18 @@ fn parse_halves<S: Sink + Send>(
     let mut p1 = Part::new(header.clone(), 1);
     let mut p2 = Part::new(header, 0);
     let (r1, r2) = std::thread::scope(|scope| {
-        let second = (split < bytes.len()).then(|| {
+        let second = if split < bytes.len() {
             let (p2, s2) = (&mut p2, &mut s2);
-            scope.spawn(move || p2.lines(&bytes[split..], s2))
-        });
-        let r1 = p1.lines(&bytes[pos..split], &mut s1);
+            // A thread the system cannot start leaves the whole text to this one.
+            std::thread::Builder::new()
+                .name("stackrt-trace".into())
+                .spawn_scoped(scope, move || p2.lines(&bytes[split..], s2))
+                .ok()
+        } else {
+            None
+        };
+        let end = if second.is_some() { split } else { bytes.len() };
+        let r1 = p1.lines(&bytes[pos..end], &mut s1);
         let r2 = second.map(|h| h.join().unwrap_or(Err((0, String::new()))));
         (r1, r2)
     });
