@@ -39,6 +39,13 @@ fn main() {
     println!("cargo:rerun-if-changed=crates/stackrt");
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=CMM_SKIP_STACKRT");
+    // Adding or removing a Rust target (`cargo xtask setup` adds i686) rewrites the toolchain's
+    // list of its components: the runtimes are then built again, or left out, at the next
+    // build, with no manual step (a `cargo build` after the setup used to find nothing changed
+    // and keep a driver without its i686 runtime).
+    if let Some(components) = rust_components_file() {
+        println!("cargo:rerun-if-changed={}", components.display());
+    }
 
     let installed = installed_rust_targets();
     let target_dir = out_dir.join("stackrt-target");
@@ -104,6 +111,19 @@ fn first_line(s: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_string()
+}
+
+/// The toolchain's list of its installed components (`<sysroot>/lib/rustlib/components`), if
+/// there is one (rustup's toolchains have it).
+fn rust_components_file() -> Option<PathBuf> {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    Some(sysroot.join("lib/rustlib/components")).filter(|p| p.is_file())
 }
 
 /// The Rust targets rustup reports as installed (empty if rustup is unavailable: then only the
