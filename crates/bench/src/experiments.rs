@@ -631,6 +631,19 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         reductions: single_reductions,
     });
     let tree_searches: u64 = pick(size, 5, 3, 4);
+    // tree_multi's fixed stacks are probed with one thread's spike `depth` levels deep.
+    let tree_probe = |depth: u64| Probe {
+        args: vec![
+            "1000".into(),
+            DEPTH_TOKEN.into(),
+            "1.0".into(),
+            "1".into(),
+            "1".into(),
+            STACK_TOKEN.into(),
+        ],
+        depth,
+        small_depths: calibration,
+    };
     // One point of tree_multi: `t` threads of `per_thread` searches with `spike` of them
     // spikes; fixed stacks are probed with one thread's spike.
     let tree_point = |t: u64, spike: &str, per_thread: u64| Point {
@@ -643,18 +656,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             t.to_string(),
             STACK_TOKEN.into(),
         ],
-        probe: Some(Probe {
-            args: vec![
-                "1000".into(),
-                DEPTH_TOKEN.into(),
-                "1.0".into(),
-                "1".into(),
-                "1".into(),
-                STACK_TOKEN.into(),
-            ],
-            depth: unbalanced,
-            small_depths: calibration,
-        }),
+        probe: Some(tree_probe(unbalanced)),
         threads: t,
         work: None,
         x86_64_only: false,
@@ -1647,18 +1649,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 tree_threads.to_string(),
                 STACK_TOKEN.into(),
             ],
-            probe: Some(Probe {
-                args: vec![
-                    "1000".into(),
-                    DEPTH_TOKEN.into(),
-                    "1.0".into(),
-                    "1".into(),
-                    "1".into(),
-                    STACK_TOKEN.into(),
-                ],
-                depth: unbal,
-                small_depths: calibration,
-            }),
+            probe: Some(tree_probe(unbal)),
             threads: tree_threads,
             work: None,
             x86_64_only: false,

@@ -478,25 +478,40 @@ const IRS: [&str; 4] = [
     "irs_philosophers",
 ];
 
-/// The largest of [`ratio_at_largest`] of `a` over `b` among IRS's benchmarks, naming it.
-fn worst_irs_ratio(table: &Table, t: Target, a: &str, b: &str) -> Measured {
-    IRS.iter()
-        .filter_map(|e| {
-            let (r, by_min, text) = ratio_at_largest(table, e, t, a, b)?;
-            Some((r, by_min, format!("{text}, {e}")))
+/// The largest of `measure` over `cases` (experiment, variant, its baseline), its text followed
+/// by the case's `name`.
+fn worst_among<'a>(
+    table: &Table,
+    t: Target,
+    cases: impl Iterator<Item = (&'a str, &'a str, &'a str)>,
+    measure: fn(&Table, &str, Target, &str, &str) -> Measured,
+    name: impl Fn(&str, &str) -> String,
+) -> Measured {
+    cases
+        .filter_map(|(e, a, b)| {
+            let (r, by_min, text) = measure(table, e, t, a, b)?;
+            Some((r, by_min, format!("{text}, {}", name(e, a))))
         })
         .max_by(|p, q| p.0.total_cmp(&q.0))
-        .map(|(r, by_min, text)| (r, by_min, format!("worst: {text}")))
+}
+
+/// "worst: " before a measure's text.
+fn worst(m: Measured) -> Measured {
+    m.map(|(r, by_min, text)| (r, by_min, format!("worst: {text}")))
+}
+
+/// The largest time ratio of `a` over `b` among IRS's benchmarks.
+fn worst_irs_ratio(table: &Table, t: Target, a: &str, b: &str) -> Measured {
+    let cases = IRS.iter().map(|e| (*e, a, b));
+    worst(worst_among(table, t, cases, ratio_at_largest, |e, _| {
+        e.into()
+    }))
 }
 
 /// The largest peak-RSS ratio of `a` over `b` among IRS's benchmarks.
 fn worst_irs_rss_ratio(table: &Table, t: Target, a: &str, b: &str) -> Measured {
-    IRS.iter()
-        .filter_map(|e| {
-            let (r, by_min, text) = worst_rss_ratio(table, e, t, a, b)?;
-            Some((r, by_min, format!("{text}, {e}")))
-        })
-        .max_by(|p, q| p.0.total_cmp(&q.0))
+    let cases = IRS.iter().map(|e| (*e, a, b));
+    worst_among(table, t, cases, worst_rss_ratio, |e, _| e.into())
 }
 
 /// The experiments measuring race detection on the thesis's programs.
@@ -512,30 +527,11 @@ const RACE_PAIRS: [(&str, &str); 3] = [
     ),
 ];
 
-/// The largest time ratio of a `--race` build over its plain build ([`RACE_PAIRS`]) in
-/// [`RACE_THESIS`]'s experiments.
-fn worst_race_thesis_ratio(table: &Table, t: Target) -> Measured {
+/// Every (experiment, `--race` build, plain build) of [`RACE_THESIS`] and [`RACE_PAIRS`].
+fn race_thesis_cases() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
     RACE_THESIS
         .iter()
-        .flat_map(|e| RACE_PAIRS.iter().map(move |p| (e, p)))
-        .filter_map(|(e, (a, b))| {
-            let (r, by_min, text) = ratio_at_largest(table, e, t, a, b)?;
-            Some((r, by_min, format!("{text}, {e}, {a}")))
-        })
-        .max_by(|p, q| p.0.total_cmp(&q.0))
-        .map(|(r, by_min, text)| (r, by_min, format!("worst: {text}")))
-}
-
-/// [`worst_race_thesis_ratio`] for peak RSS.
-fn worst_race_thesis_rss(table: &Table, t: Target) -> Measured {
-    RACE_THESIS
-        .iter()
-        .flat_map(|e| RACE_PAIRS.iter().map(move |p| (e, p)))
-        .filter_map(|(e, (a, b))| {
-            let (r, by_min, text) = worst_rss_ratio(table, e, t, a, b)?;
-            Some((r, by_min, format!("{text}, {e}, {a}")))
-        })
-        .max_by(|p, q| p.0.total_cmp(&q.0))
+        .flat_map(|e| RACE_PAIRS.iter().map(move |(a, b)| (*e, *a, *b)))
 }
 
 fn findings() -> Vec<Finding> {
@@ -648,7 +644,10 @@ fn findings() -> Vec<Finding> {
             source: "this project (the thesis's multi-threaded programs)",
             claim: "Race detection (--race) costs at most 3x the plain run's time on Summation and the Tree (reduced sizes; traditional, lookahead, lookahead on green threads)",
             thesis: "ThreadSanitizer 5-15x, Go's race detector 2-20x",
-            measure: |_, t, tg| worst_race_thesis_ratio(t, tg),
+            measure: |_, t, tg| {
+                let name = |e: &str, a: &str| format!("{e}, {a}");
+                worst(worst_among(t, tg, race_thesis_cases(), ratio_at_largest, name))
+            },
             holds: |r| r <= 3.0,
             changed_because: "every thread reads every node of the tree it passes, so each node's shadow cell becomes read-shared with a read set: a node visit that costs the plain run one cache miss costs the detector two more (the cell, then its read set); i686's plain build is the faster (12-byte nodes) and its detector works on 64-bit shadow words with 32-bit instructions",
         },
@@ -657,7 +656,10 @@ fn findings() -> Vec<Finding> {
             source: "this project (the thesis's multi-threaded programs)",
             claim: "Race detection (--race) needs at most 4x the plain run's peak memory on Summation and the Tree",
             thesis: "ThreadSanitizer and Go's race detector 5-10x",
-            measure: |_, t, tg| worst_race_thesis_rss(t, tg),
+            measure: |_, t, tg| {
+                let name = |e: &str, a: &str| format!("{e}, {a}");
+                worst_among(t, tg, race_thesis_cases(), worst_rss_ratio, name)
+            },
             holds: |r| r <= 4.0,
             changed_because: "",
         },
