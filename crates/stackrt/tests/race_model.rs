@@ -10,10 +10,15 @@
 //!   bytes.
 //! - With whole-granule accesses the detector reports a race at exactly the access where the
 //!   model first sees one on each granule (FastTrack's guarantee), and none before.
+//!
+//! Each thread has its filter of recorded reads (`stackrt::race::filter`) in front of the
+//! shadow, as the runtime's checked path does: a read it covers is skipped, a write clears its
+//! bytes, a tick clears it. Both properties hold with it.
 
 use proptest::prelude::*;
 use stackrt::race::clock::{self, VClock};
 use stackrt::race::detect::{self, Cell};
+use stackrt::race::filter::Filter;
 
 const THREADS: usize = 6;
 /// Each thread's slot: 0, 8 and 40 have the same home (entry `slot mod 8` of a read set of 8
@@ -77,6 +82,19 @@ struct World {
     locks: Vec<VClock>,
     cells: Vec<Cell>,
     history: Vec<Vec<Past>>,
+    filters: Vec<Filter>,
+    /// The memory the filters see: granule `word` is at `memory + 8 * word`.
+    memory: Box<Memory>,
+}
+
+#[repr(align(256))]
+struct Memory([u8; 8 * WORDS]);
+
+/// The bytes of `mask` as one range (offset, length), if they are one.
+fn range(mask: u32) -> Option<(usize, usize)> {
+    let lo = mask.trailing_zeros() as usize;
+    let len = (mask >> lo).trailing_ones() as usize;
+    (mask >> lo == (1 << len) - 1).then_some((lo, len))
 }
 
 impl World {
@@ -92,12 +110,15 @@ impl World {
             locks: vec![VClock::new(); LOCKS],
             cells: (0..WORDS).map(|_| Cell::default()).collect(),
             history: (0..WORDS).map(|_| Vec::new()).collect(),
+            filters: (0..THREADS).map(|_| Filter::new()).collect(),
+            memory: Box::new(Memory([0; 8 * WORDS])),
         }
     }
 
     fn tick(&mut self, t: usize) {
         let c = self.vc[t].get(SLOT[t]) + 1;
         self.vc[t].set(SLOT[t], c);
+        self.filters[t].clear();
     }
 
     /// Applies `op` (access number `index`); for an access: the detector's race, and the
@@ -133,11 +154,24 @@ impl World {
                 let own = self.vc[t].get(SLOT[t]);
                 let acc = clock::access(own, SLOT[t], mask, index);
                 let cell = &self.cells[word];
-                let redundant = if write {
-                    detect::write_is_redundant(cell, acc)
-                } else {
-                    detect::read_is_redundant(cell, acc)
+                let granule = self.memory.0.as_ptr() as usize + 8 * word;
+                let filter = &self.filters[t];
+                let span = range(mask);
+                let filtered = match span {
+                    _ if write => {
+                        let lo = mask.trailing_zeros() as usize;
+                        filter.forget(granule + lo, 32 - mask.leading_zeros() as usize - lo);
+                        false
+                    }
+                    Some((off, len)) => filter.covers(granule + off, len as i32),
+                    None => false,
                 };
+                let redundant = filtered
+                    || if write {
+                        detect::write_is_redundant(cell, acc)
+                    } else {
+                        detect::read_is_redundant(cell, acc)
+                    };
                 let race = if redundant {
                     None
                 } else if write {
@@ -145,6 +179,9 @@ impl World {
                 } else {
                     detect::read(cell, acc, &self.vc[t])
                 };
+                if let (false, Some((off, len))) = (write || filtered, span) {
+                    filter.note(granule + off, len);
+                }
                 let vc = &self.vc[t];
                 let model: Vec<u32> = self.history[word]
                     .iter()

@@ -36,6 +36,7 @@ use crate::base::spin::SpinLock;
 
 pub mod clock;
 pub mod detect;
+pub mod filter;
 pub mod record;
 pub mod relaxed;
 pub mod report;
@@ -94,6 +95,8 @@ pub struct RaceThread {
     events: Cell<u64>,
     sync_event: Cell<u64>,
     cursor: relaxed::Cursor,
+    /// Reads recorded in the current epoch ([`checked`] skips them).
+    filter: filter::Filter,
 }
 
 thread_local! {
@@ -189,6 +192,7 @@ fn new_thread(handle: c_int, parent: &VClock) -> *mut RaceThread {
         events: Cell::new(0),
         sync_event: Cell::new(0),
         cursor: relaxed::Cursor::new(id),
+        filter: filter::Filter::new(),
     }))
 }
 
@@ -202,6 +206,7 @@ fn tick(t: &mut RaceThread) {
     }
     t.vc.set(t.slot, c);
     t.epoch = clock::epoch(c, t.slot);
+    t.filter.clear();
 }
 
 /// Turns detection on if the program was compiled with `--race`: reads `STACKRT_RACE`, maps
@@ -636,7 +641,7 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
     }
     // SAFETY: the running thread's state; only this thread changes it.
     let t = unsafe { &*cur };
-    t.events.set(t.events.get() + 1);
+    // (Events are not counted: only traces and relaxed replay, on the full path, read them.)
     let offset = addr & (GRANULE - 1);
     if size <= 0 || offset + size as usize > GRANULE {
         if size > 0 {
@@ -644,7 +649,21 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
         }
         return;
     }
+    let size = size as usize;
+    if write {
+        t.filter.forget(addr, size);
+    }
     if let Some(cell) = shadow::tracked_cell(addr) {
+        if shadow::alone() && cell.w.load(Relaxed) == 0 && cell.r.load(Relaxed) == 0 {
+            // No access to race with, and none to keep: everything a thread does while it is
+            // the only one comes before whatever a thread started later does (its creation
+            // is ordered after it), and no earlier thread can run again. So a single-threaded
+            // start building data, and later freeing it, writes no shadow.
+            if !write {
+                t.filter.note(addr, size);
+            }
+            return;
+        }
         let mask = ((1u32 << size) - 1) << offset;
         let acc = t.epoch | clock::bytes_and_site(mask, site as u32);
         let redundant = if write {
@@ -653,15 +672,42 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
             detect::read_is_redundant(cell, acc)
         };
         if !redundant {
-            update(t, cell, &Access::new(addr, size, site, write), acc, false);
+            update(
+                t,
+                cell,
+                &Access::new(addr, size as c_int, site, write),
+                acc,
+                false,
+            );
+        }
+        if !write {
+            t.filter.note(addr, size);
         }
     }
+}
+
+/// A read on the full path (out of line, so that the filter's path saves no registers).
+#[inline(never)]
+fn read_full_path(addr: usize, size: c_int, site: c_int) {
+    if relaxed::on() {
+        return relaxed_access();
+    }
+    full(addr, size, site, false);
+}
+
+/// [`checked`] for a read that the thread's filter does not settle.
+#[inline(never)]
+fn checked_read(addr: usize, size: c_int, site: c_int) {
+    checked(addr, size, site, false);
 }
 
 /// [`checked`]'s accesses that span granules.
 #[cold]
 #[inline(never)]
 fn spanning(t: &RaceThread, addr: usize, size: c_int, site: c_int, write: bool) {
+    if write {
+        t.filter.forget(addr, size as usize);
+    }
     granules(t, &Access::new(addr, size, site, write));
 }
 
@@ -816,12 +862,16 @@ fn report_race(addr: usize, size: usize, write: bool, t: &RaceThread, site: u32,
 #[no_mangle]
 pub extern "C" fn __stackrt_race_read(addr: *const c_void, size: c_int, site: c_int) {
     if FULL_PATH.load(Relaxed) {
-        if relaxed::on() {
-            return relaxed_access();
-        }
-        return full(addr as usize, size, site, false);
+        return read_full_path(addr as usize, size, site);
     }
-    checked(addr as usize, size, site, false);
+    // The common case of data several threads read again and again: a read this thread
+    // already recorded in its epoch, settled by its filter in a few loads (`filter`).
+    let cur = current();
+    // SAFETY: the running thread's state (or null); only this thread changes its filter.
+    if !cur.is_null() && unsafe { (*cur).filter.covers(addr as usize, size) } {
+        return;
+    }
+    checked_read(addr as usize, size, site);
 }
 
 /// Called by `--race` code before a store of `size` bytes at `addr`, at site `site`.
