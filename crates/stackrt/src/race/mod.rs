@@ -654,7 +654,7 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
         t.filter.forget(addr, size);
     }
     if let Some(cell) = shadow::tracked_cell(addr) {
-        if shadow::alone() && cell.w.load(Relaxed) == 0 && cell.r.load(Relaxed) == 0 {
+        if cell.w.load(Relaxed) == 0 && cell.r.load(Relaxed) == 0 && shadow::alone() {
             // No access to race with, and none to keep: everything a thread does while it is
             // the only one comes before whatever a thread started later does (its creation
             // is ordered after it), and no earlier thread can run again. So a single-threaded
@@ -686,7 +686,7 @@ fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
     }
 }
 
-/// A read on the full path (out of line, so that the filter's path saves no registers).
+/// A read on the full path (out of line, so that the filter's path saves fewer registers).
 #[inline(never)]
 fn read_full_path(addr: usize, size: c_int, site: c_int) {
     if relaxed::on() {
