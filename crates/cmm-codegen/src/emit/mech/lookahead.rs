@@ -33,9 +33,9 @@
 //!  MOV  EDX, ESP                              push argN ... push arg1          (A bytes in all)
 //!  ADD  EDX, CHUNK - LONGEST_PATH - 16        lea  ecx, [esp - (R - A + 16 - B)]
 //!  CMP  EDX, EBP                              cmp  ecx, dword ptr [ebp + 16]   ; limit + B
-//!  JGE  .L1                                   jb   .LlaN_ovf                   ; out of line
-//!  CALL STAMEX_OVERFLOW_HANDLER               jmp  callee
-//! .L1: PUSH arg1 ... PUSH argn              .Lret:
+//!  JGE  .L1                                   jae  callee                      ; room: the call
+//!  CALL STAMEX_OVERFLOW_HANDLER               jmp  .LlaN_ovf                   ; out of line
+//! .L1: PUSH arg1 ... PUSH argn              .Lret:            ; x86-64: jb .LlaN_ovf; jmp callee
 //!  CALL callee                              .LlaN_back:
 //!  ADD  ESP, args_size                        ; in `.subsection 1` (after all functions):
 //!  CMP  EBP, ESP                            .LlaN_ovf:  mov ecx, R ; mov edx, A
@@ -112,7 +112,16 @@
 //!   computing `SP + chunk_size - ...` against `ebp`: the same condition, without the
 //!   wrap-around the thesis form has for chunks mapped near the top of a 32-bit address space.
 //!   Where the distance `R - A + 16` is at most `B`, the `lea` goes: `cmp esp, dword ptr [ebp
-//!   + 16]; jb .LlaN_ovf`.
+//!   + 16]` and the branch.
+//! * On i686 the test's branch is the call's jump: `jae callee`, followed by `jmp .LlaN_ovf`,
+//!   which only an overflow reaches, so a call takes one branch, as under `callee-cleanup`.
+//!   On x86-64 a call keeps `jb .LlaN_ovf` and then `jmp callee`. Measured with
+//!   `deep_repeat.cm`, the new form against the two branches, geometric means over 4 code
+//!   layouts (`--text-offset` 0, 16, 32, 48) of paired medians of 9 (AMD EPYC Zen 4,
+//!   2026-11-28): i686 0.91x at 8 deep, 0.89x at 64, 0.87x at 1,000, 0.88x at 16,384;
+//!   x86-64 0.93x, 0.86x and 0.95x at 8, 64 and 1,000 deep but 1.35x at 4,096 and 1.42x at
+//!   16,384 (1.01x at 1,000,000), a cost this stage has not explained, hence the two forms. A C
+//!   call's checkpoint keeps `jb .LlaN_ovf` before its `call`.
 //! * Except where the check word lets the compare be SP's own (below): then the compare comes
 //!   *before* the pushes, as in the thesis, and only the branch after them (pushes keep the
 //!   flags; a call pushing an `f64` from a register, which takes a `sub`, keeps the compare
@@ -120,8 +129,8 @@
 //!   on the AMD EPYC measured (the stack engine's synchronisation): `deep_repeat.cm`
 //!   16,384 deep on x86-64, 1.70x `callee-cleanup`'s time with the compare after the pushes,
 //!   1.06x before them.
-//! * The overflow path is out of line (`.subsection 1`), so the common path is two or three
-//!   instructions and a not-taken branch before the call.
+//! * The overflow path is out of line (`.subsection 1`), so the common path is one or two
+//!   instructions before the call's conditional jump.
 //!
 //! # The check word
 //!
@@ -138,7 +147,7 @@
 //! `B` bytes at its low end to the calls that need them (a C call's budget, usually) instead
 //! of to frames. A call to a C-- function whose distance from the SP *before* its pushes,
 //! `R + 16`, is within `B` compares that SP instead (`cmp esp, [ebp + 16]` before the pushes,
-//! `jb` after them): the exact test of a reserve `B - 16`, which its stub passes; the bias
+//! the branch after them): the exact test of a reserve `B - 16`, which its stub passes; the bias
 //! counts such sites by that distance. Why it pays: with `deep_repeat.cm`'s recursion 8 deep, the checkpoint's third
 //! instruction was most of `lookahead`'s extra cost per call over `callee-cleanup` on x86-64
 //! (the other part was a register save, see `crate::emit::rename`). Green threads keep `B = 0`
@@ -391,29 +400,22 @@ pub fn checkpoint_test(
     bias: u32,
     out: &mut String,
 ) -> u32 {
-    let passed = checkpoint_compare(t, label, reserve, args, bias, out);
+    let passed = checkpoint_compare(t, reserve, args, bias, out);
+    let _ = writeln!(out, "\tjb .Lla{label}_ovf");
     let _ = writeln!(out, ".Lla{label}_go:");
     passed
 }
 
-/// The compare with the check word (`limit + bias`) and the branch to the out-of-line
-/// overflow path `.Lla{label}_ovf` (module docs, "The check word"). Returns the reserve the
-/// stub passes to the overflow handler: `reserve` itself, or at a site whose distance is
-/// within the bias, the reserve the stricter test implies, `args + bias - CHECK_SLACK`.
-fn checkpoint_compare(
-    t: Target,
-    label: u32,
-    reserve: u32,
-    args: u32,
-    bias: u32,
-    out: &mut String,
-) -> u32 {
+/// The compare with the check word (`limit + bias`), for a branch to the out-of-line
+/// overflow path when below (module docs, "The check word"). Returns the reserve the stub
+/// passes to the overflow handler: `reserve` itself, or at a site whose distance is within the
+/// bias, the reserve the stricter test implies, `args + bias - CHECK_SLACK`.
+fn checkpoint_compare(t: Target, reserve: u32, args: u32, bias: u32, out: &mut String) -> u32 {
     let r = regs_of(t);
     let check = ChunkHeaderLayout::for_pointer_size(t.slot()).check;
     let distance = reserve - args + callgraph::CHECK_SLACK;
     if distance <= bias {
         sp_compare(t, &format!("reserve {reserve}, within the bias"), out);
-        let _ = writeln!(out, "\tjb .Lla{label}_ovf");
         return args + bias - callgraph::CHECK_SLACK;
     }
     let _ = writeln!(
@@ -428,7 +430,6 @@ fn checkpoint_compare(
         "\tcmp {}, {} ptr [{} + {check}]\t# check word: limit + bias",
         r.scratch, r.word, r.chunk
     );
-    let _ = writeln!(out, "\tjb .Lla{label}_ovf");
     reserve
 }
 
@@ -476,12 +477,19 @@ fn checkpoint_call(
     // The return address and the arguments are pushed (callee-cleanup's order).
     let pushed = c.arg_bytes + t.slot();
     let passed = if early {
-        let _ = writeln!(out, "\tjb .Lla{label}_ovf");
         bias - callgraph::CHECK_SLACK
     } else {
-        checkpoint_compare(t, label, reserve, pushed, bias, out)
+        checkpoint_compare(t, reserve, pushed, bias, out)
     };
-    CalleeCleanup.call_suffix(c, out);
+    if t == Target::I686 {
+        // The test's branch is the jump to the callee (module docs, "the test's branch").
+        let _ = writeln!(out, "\tjae {}", c.callee);
+        let _ = writeln!(out, "\tjmp .Lla{label}_ovf");
+        let _ = writeln!(out, "{}:", c.return_label);
+    } else {
+        let _ = writeln!(out, "\tjb .Lla{label}_ovf");
+        CalleeCleanup.call_suffix(c, out);
+    }
     overflow_stub(t, label, passed, pushed, OVERFLOW_HANDLER_CMM, out);
     // On the new chunk the callee returns to the unlink, not to the caller: the copied return
     // address (the highest pushed word) is replaced.
@@ -1056,8 +1064,8 @@ mod tests {
         // above the SP, becomes the unlink's.
         let want = "\tlea ecx, [esp - 104]\t# checkpoint: reserve 100\n\
                     \tcmp ecx, dword ptr [ebp + 16]\t# check word: limit + bias\n\
-                    \tjb .Lla7_ovf\n\
-                    \tjmp cmm_f\n\
+                    \tjae cmm_f\n\
+                    \tjmp .Lla7_ovf\n\
                     .Lret:\n\
                     .Lla7_back:\n\
                     \t.subsection 1\n\
@@ -1303,13 +1311,18 @@ int main() { char big[40000]; big[0] = 1; return fill(big[0]) + big[0]; }
                 },
             )
             .expect("emits");
-            // The test with that reserve guards the call of fill (lea, cmp, jb, call).
+            // The test with that reserve guards the call of fill (lea, cmp, then i686 `jae
+            // fill`, x86-64 `jb` to the overflow path and `jmp fill`).
             let lines: Vec<&str> = asm.lines().collect();
             let at = lines
                 .iter()
                 .position(|l| l.ends_with(&format!("# checkpoint: reserve {}", call.reserve)))
                 .unwrap_or_else(|| panic!("{t:?}: no checkpoint with reserve {}", call.reserve));
-            assert_eq!(lines[at + 3], "\tjmp cmm_fill", "{t:?}: {asm}");
+            let (line, want) = match t {
+                Target::I686 => (at + 2, "\tjae cmm_fill"),
+                Target::X86_64 => (at + 3, "\tjmp cmm_fill"),
+            };
+            assert_eq!(lines[line], want, "{t:?}: {asm}");
             // main's need word: its argument bytes (argc, argv) + its longest path.
             let need = 2 * t.slot() + mp.longest_path;
             assert!(need > cap);
