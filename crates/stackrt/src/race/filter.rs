@@ -13,7 +13,9 @@
 //! # What a set bit means
 //!
 //! Bit `h` set in thread `t`'s filter: in `t`'s current epoch, `t` read all 4 bytes of half
-//! `h`, and that read was recorded in the shadow (or found the same epoch's read there). A read
+//! `h`, and that read was recorded in the shadow (or found the same epoch's read there, or
+//! needed no record: `t` was the only thread running and the granule had no access recorded,
+//! `race::checked`; `t` ticks before any other thread can exist, at its next create). A read
 //! whose halves all have their bit set is skipped. The bit stays true as long as
 //!
 //! - `t`'s epoch does not change: [`Filter::clear`] at every tick of its clock (a release, a
