@@ -1,6 +1,6 @@
-//! Operating-system helpers every layer uses: the page size, the CPU count, the calling
-//! thread's ids and `errno`, a coarse monotonic clock and the futex wait and wake the chunk
-//! runtime's memory pressure sleeps on. Plain system calls and vDSO reads: no allocation, no
+//! Operating-system helpers every layer uses: the page size, the CPU count, reserving address
+//! space, the calling thread's ids and `errno`, a coarse monotonic clock and the futex wait and
+//! wake the chunk runtime's memory pressure sleeps on. Plain system calls and vDSO reads: no allocation, no
 //! lock, usable on the overflow path.
 
 use core::cell::Cell;
@@ -32,6 +32,24 @@ pub fn page_size() -> usize {
     let p = if p > 0 { p as usize } else { 4096 };
     PAGE_SIZE.store(p, Relaxed);
     p
+}
+
+/// A fresh anonymous private read-write mapping of `bytes` with no swap reserved
+/// (`MAP_NORESERVE`: only the pages touched cost memory), or `None` if the system refuses it.
+pub fn map_noreserve(bytes: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous private mapping affects no existing memory; the result is
+    // checked.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast())
 }
 
 /// The CPUs online (at least 1).

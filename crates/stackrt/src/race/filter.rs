@@ -46,6 +46,7 @@ use core::cell::{Cell, UnsafeCell};
 use core::sync::atomic::AtomicUsize;
 use core::sync::atomic::Ordering::Relaxed;
 
+use crate::base::os::map_noreserve;
 use crate::base::spin::SpinLock;
 
 /// Log2 of the bytes of address space one bitmap covers.
@@ -98,21 +99,6 @@ pub struct Filter {
 /// Philosophers, whose threads swap a word between every few reads, noting from the first read
 /// cost 1.1x the run's time.
 const NOTE_AFTER: u32 = 8;
-
-fn map(bytes: usize) -> Option<*mut u8> {
-    // SAFETY: an anonymous private mapping has no preconditions; the result is checked.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    (p != libc::MAP_FAILED).then_some(p.cast())
-}
 
 /// The bits of halves `lo..=hi` of a word.
 #[inline(always)]
@@ -285,7 +271,7 @@ impl Filter {
                     return Some(w);
                 }
             } else {
-                match map(REGIONS * core::mem::size_of::<usize>()) {
+                match map_noreserve(REGIONS * core::mem::size_of::<usize>()) {
                     Some(d) => self.dir.set(d.cast()),
                     None => {
                         self.off.set(true);
@@ -294,7 +280,7 @@ impl Filter {
                 }
             }
         }
-        let Some(b) = map(WORDS * core::mem::size_of::<Word>()) else {
+        let Some(b) = map_noreserve(WORDS * core::mem::size_of::<Word>()) else {
             self.clear();
             self.take().unmap();
             self.off.set(true);
@@ -374,11 +360,13 @@ mod tests {
     /// which would make another's filter stale between its note and its check.
     static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+    /// 512 bytes at the start of a bitmap word's bytes (so no test access crosses a word).
+    #[repr(align(256))]
+    struct Data([u8; 512]);
+
     #[test]
     fn a_read_is_covered_once_noted_until_a_clear_a_write_or_a_free() {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        #[repr(align(256))]
-        struct Data([u8; 512]);
         let data = Box::new(Data([0; 512]));
         let a = data.0.as_ptr() as usize;
         let f = Filter::eager();
@@ -415,9 +403,7 @@ mod tests {
     #[test]
     fn an_epoch_notes_reads_only_after_its_first_few() {
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        #[repr(align(256))]
-        struct Data([u8; 256]);
-        let data = Box::new(Data([0; 256]));
+        let data = Box::new(Data([0; 512]));
         let a = data.0.as_ptr() as usize;
         let f = Filter::new();
         for _ in 0..NOTE_AFTER {

@@ -43,24 +43,12 @@ static DIRECTORY: AtomicPtr<AtomicPtr<Region>> = AtomicPtr::new(core::ptr::null_
 const SHADOW_FAILURE_STATUS: i32 = 70;
 
 fn map(bytes: usize, what: &str) -> *mut u8 {
-    // SAFETY: an anonymous private mapping has no preconditions; the result is checked.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
+    crate::base::os::map_noreserve(bytes).unwrap_or_else(|| {
         fail(
             &format!("stackrt: --race: cannot map {bytes} bytes of {what}"),
             SHADOW_FAILURE_STATUS,
-        );
-    }
-    p.cast()
+        )
+    })
 }
 
 /// Maps the region directory; idempotent.

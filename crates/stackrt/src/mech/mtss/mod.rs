@@ -257,18 +257,7 @@ fn reserve_region() -> Shared {
     let mut len = env_bytes("STACKRT_MTSS_REGION", DEFAULT_REGION);
     len = len.div_ceil(page) * page;
     let base = loop {
-        // SAFETY: a fresh anonymous private mapping; no existing memory is affected.
-        let p = unsafe {
-            libc::mmap(
-                core::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p != libc::MAP_FAILED {
+        if let Some(p) = crate::base::os::map_noreserve(len) {
             break p as usize;
         }
         if explicit || len / 2 < MIN_REGION {
