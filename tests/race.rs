@@ -106,15 +106,35 @@ fn racy_heap_memory_is_reported_by_address_and_neighbouring_bytes_do_not_race() 
 
 #[test]
 fn a_block_freed_and_allocated_again_is_new_memory_to_every_thread() {
-    // The reader's first read of the block is in its filter of recorded reads; its second,
+    // The reader's first reads of the block are in its filter of recorded reads; its next,
     // in the same epoch, reads the block allocated at the same address and written by main
     // with no synchronisation between (`tests/race/reused_block.cm`).
-    let want = ["stackrt: data race on 0x… (4 bytes): read by thread 1 at reused_block.cm:27:15, previous write by thread 0 at reused_block.cm:44:5, not ordered"];
+    let want = ["stackrt: data race on 0x… (4 bytes): read by thread 1 at reused_block.cm:34:15, previous write by thread 0 at reused_block.cm:51:5, not ordered"];
     let dir = tempfile::tempdir().unwrap();
     for c in configs() {
         let exe = build("tests/race/reused_block.cm", dir.path(), c);
         let o = run(&exe, &[]);
         assert_eq!(text(&o.stdout), "1 2 same block\n", "{c:?}");
+        assert_eq!(reports(&text(&o.stderr)), want, "{c:?}");
+    }
+}
+
+#[test]
+fn a_green_thread_does_not_inherit_the_filter_of_the_thread_run_before_it() {
+    // Thread 1 writes `x`, reads it until its filter notes the reads, and yields; thread 2,
+    // next on the same worker, reads `x` unordered with the write (`tests/race/switch_filter.cm`).
+    // The emission stage's inline read check finds the running thread's filter through a
+    // thread-local word of the worker, which every switch must set.
+    let want = [
+        "stackrt: data race on x (4 bytes at 0x…): read by thread 2 at switch_filter.cm:40:15, previous write by thread 1 at switch_filter.cm:25:5, not ordered",
+        "stackrt: data race on c (1 byte at 0x…): read by thread 2 at switch_filter.cm:40:19, previous write by thread 1 at switch_filter.cm:26:5, not ordered",
+        "stackrt: data race on d (8 bytes at 0x…): read by thread 2 at switch_filter.cm:40:30, previous write by thread 1 at switch_filter.cm:27:5, not ordered",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for c in configs().into_iter().filter(|c| c.3 == "green") {
+        let exe = build("tests/race/switch_filter.cm", dir.path(), c);
+        let o = run(&exe, &[("STACKRT_WORKERS", "1")]);
+        assert_eq!(text(&o.stdout), "2040 107 10\n", "{c:?}");
         assert_eq!(reports(&text(&o.stderr)), want, "{c:?}");
     }
 }

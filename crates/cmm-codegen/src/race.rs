@@ -17,6 +17,43 @@
 //!   its address, its size in bytes and the offset of its name in [`STRINGS_SYMBOL`].
 //!
 //! Mirrored in `stackrt::base::abi` (checked on both sides).
+//!
+//! # The inline read check (emission stage)
+//!
+//! Most reads of data several threads share were recorded in the reading thread's current
+//! epoch already; the runtime's per-thread *filter* (`stackrt::race::filter`: one bit per
+//! aligned 4 bytes, a directory of bitmaps per 4 MiB (i686: 1 MiB) of address space) says so
+//! in a few loads. The emission stage settles such a read inline, before the call's sequence,
+//! and skips the call (and with it every mechanism's C-call sequence) when it is:
+//!
+//! ```text
+//!     mov  X, [tls FILTER_TLS_SYMBOL]     ; the running thread's filter, or 0
+//!     test X, X ;  jz slow
+//!     mov  Y, [FREED_SYMBOL]              ; freeing accessed memory bumps it
+//!     cmp  Y, [X + FILTER_GEN_OFFSET] ;  jne slow
+//!     mov  X, [X + FILTER_DIR_OFFSET]     ; directory of bitmaps, or null
+//!     test X, X ;  jz slow
+//!     mov  Y, A ;  shr Y, FILTER_SHIFT    ; (x86-64: cmp Y, 2^25; jae slow)
+//!     mov  X, [X + Y*W]                   ; the region's bitmap, or null
+//!     test X, X ;  jz slow
+//!     test A, size-1 ;  jnz slow          ; (size 2: test A, 1; size 1: none)
+//!     mov  Y, A ;  shr Y, FILTER_WORD_SHIFT ;  and Y, words-1
+//!     mov  X, [X + Y*W]                   ; the bitmap word
+//!     mov  Y, A ;  shr Y, 2 ;  bt X, Y    ; (size 8: jnc slow; inc Y; bt X, Y)
+//!     jc   done
+//! slow:
+//!     <the call, as without the check>
+//! done:
+//! ```
+//!
+//! `A` is the address (x86-64: `rdi`, the call's first argument; i686: its register, or
+//! `eax` loaded from its spill slot), `X` and `Y` two registers the call clobbers that hold no
+//! argument still needed (x86-64: `r10`, `r11`; i686: two of `eax`, `ecx`, `edx`, the size and
+//! site then pushed as immediates), `W` the word size. Only reads of 1, 2, 4 or 8 bytes that
+//! lie within one 4-byte half (8: two aligned halves) are settled inline; anything else, and
+//! every read the filter does not cover, calls [`READ_ENTRY`], which checks the filter again
+//! and goes on to the shadow. The check is conservative: it skips a call only where the
+//! runtime's own `Filter::covers` would have returned at once.
 
 use std::collections::HashMap;
 
@@ -31,6 +68,25 @@ pub const READ_ENTRY: &str = "__stackrt_race_read";
 pub const ENTRY_PREFIX: &str = "__stackrt_race_";
 /// The runtime entry called before a store: `(addr, size: i32, site: i32)`.
 pub const WRITE_ENTRY: &str = "__stackrt_race_write";
+/// The thread-local word of the inline read check (module docs; mirrors
+/// `stackrt::base::abi::RACE_FILTER_TLS_SYMBOL`).
+pub const FILTER_TLS_SYMBOL: &str = "__stackrt_race_filter";
+/// The global word the inline check compares with the filter's generation.
+pub const FREED_SYMBOL: &str = "__stackrt_race_freed";
+/// Byte offset of the filter's directory pointer.
+pub const FILTER_DIR_OFFSET: u32 = 0;
+
+/// The filter's geometry on a target whose pointers are `word` bytes (8: x86-64, 4: i686):
+/// (generation offset, log2 of a bitmap's bytes of address space, log2 of a bitmap word's
+/// bytes of address space, bitmap word size).
+pub fn filter_geometry(word: u32) -> (u32, u32, u32, u32) {
+    if word == 8 {
+        (8, 22, 8, 8)
+    } else {
+        (4, 20, 7, 4)
+    }
+}
+
 /// The site table (see the module docs).
 pub const SITES_SYMBOL: &str = "__cmm_race_sites";
 /// The string table (see the module docs).
@@ -124,6 +180,12 @@ mod tests {
         assert_eq!(SITES_SYMBOL, "__cmm_race_sites");
         assert_eq!(STRINGS_SYMBOL, "__cmm_race_strings");
         assert_eq!(GLOBALS_SYMBOL, "__cmm_race_globals");
+        assert_eq!(FILTER_TLS_SYMBOL, "__stackrt_race_filter");
+        assert_eq!(FREED_SYMBOL, "__stackrt_race_freed");
+        assert_eq!(FILTER_DIR_OFFSET, 0);
+        // stackrt::base::abi::RACE_FILTER_{GEN_OFFSET, SHIFT, WORD_SHIFT} on each target.
+        assert_eq!(filter_geometry(8), (8, 22, 8, 8));
+        assert_eq!(filter_geometry(4), (4, 20, 7, 4));
     }
 
     #[test]

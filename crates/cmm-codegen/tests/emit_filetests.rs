@@ -7,7 +7,8 @@
 //! ```
 //!
 //! `threads=green` in the marker lowers the program for green threads (loop-head preemption
-//! polls, C calls through the handler stack under `lookahead`).
+//! polls, C calls through the handler stack under `lookahead`); `race` lowers it for
+//! `cmm compile --race` (the detector's calls, the inline read check).
 //!
 //! The expected text is the functions' part of the emitted assembly (from each function's
 //! `# C-- function` header up to its `.size` line), so prologues, epilogues and call sequences
@@ -25,11 +26,19 @@ fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/emit")
 }
 
-fn parse_config(line: &str) -> Option<(MechKind, Target, bool)> {
+/// A block's configuration: mechanism, target, green threads, `--race`.
+type Config = (MechKind, Target, bool, bool);
+
+fn parse_config(line: &str) -> Option<Config> {
     let mut mech = None;
     let mut target = None;
     let mut green = false;
+    let mut race = false;
     for word in line.trim_start_matches(MARKER).split_whitespace() {
+        if word == "race" {
+            race = true;
+            continue;
+        }
         match word.split_once('=')? {
             ("mech", m) => mech = MechKind::from_name(m),
             ("target", "i686") => target = Some(Target::I686),
@@ -39,7 +48,7 @@ fn parse_config(line: &str) -> Option<(MechKind, Target, bool)> {
             _ => return None,
         }
     }
-    Some((mech?, target?, green))
+    Some((mech?, target?, green, race))
 }
 
 fn target_name(t: Target) -> &'static str {
@@ -50,20 +59,23 @@ fn target_name(t: Target) -> &'static str {
 }
 
 /// The functions' text of the emitted assembly.
-fn functions_text(src: &str, mech: MechKind, target: Target, green: bool) -> String {
+fn functions_text(src: &str, (mech, target, green, race): Config) -> String {
     let info = match target {
         Target::I686 => TargetInfo::I686,
         Target::X86_64 => TargetInfo::X86_64,
     };
     let typed = cmm_front::check_rendered("test.cm", src, info).expect("valid C--");
+    let race = race.then_some(("test.cm", src));
     let lowered = if green {
         let mut l = cmm_codegen::lower::lower_program_green(
             &typed,
-            None,
+            race,
             Some(cmm_codegen::lower::PollFlag::ThreadLocal),
         );
         cmm_codegen::lower::mark_green_threads(&mut l);
         l
+    } else if let Some((file, src)) = race {
+        cmm_codegen::lower::lower_program_race(&typed, file, src)
     } else {
         cmm_codegen::lower_program(&typed)
     };
@@ -140,9 +152,9 @@ fn emitted_sequences_match_the_expectations() {
         let mut blessed = source.trim_end().to_string();
         blessed.push('\n');
         for (cfg, want) in &blocks {
-            let (mech, target, green) = parse_config(cfg)
+            let config = parse_config(cfg)
                 .unwrap_or_else(|| panic!("{}: bad marker {cfg:?}", file.display()));
-            let got = functions_text(&source, mech, target, green);
+            let got = functions_text(&source, config);
             if got.trim_end() != want.trim_end() {
                 failures.push(format!(
                     "{} [{cfg}]:\n--- want\n{want}\n--- got\n{got}",

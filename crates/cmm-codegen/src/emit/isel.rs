@@ -1668,7 +1668,15 @@ impl<'a> Isel<'a> {
             };
             ret = Some((d, kind));
         }
+        let race_read = match (symbol == crate::race::READ_ENTRY, &args[..]) {
+            (true, &[_, size, site]) => match (self.iconst(size), self.iconst(site)) {
+                (Some(n @ 1..=8), Some(s)) => i32::try_from(s).ok().map(|s| (n as u32, s)),
+                _ => None,
+            },
+            _ => None,
+        };
         let info = CallInfo {
+            race_read,
             symbol,
             external,
             stack_args,

@@ -1182,6 +1182,10 @@ impl<'a> Printer<'a> {
             pushes_keep_flags: false,
         };
         let start = self.out.len();
+        let race_done = match info.race_read {
+            Some((size, _)) => self.race_read_check(info, al, size)?,
+            None => None,
+        };
         if info.saves_all {
             self.poll_save(true);
         }
@@ -1202,8 +1206,15 @@ impl<'a> Printer<'a> {
             self.line(format!("sub {sp}, {pad}"));
             self.depth += pad;
         }
-        for s in info.stack_args.iter().rev() {
-            self.push_arg(al[s.op as usize], s.kind)?;
+        for (k, s) in info.stack_args.iter().enumerate().rev() {
+            match (race_done.is_some(), info.race_read, k) {
+                // The inline check may have used the size's and site's registers (i686).
+                (true, Some((size, _)), 1) => self.push_imm(i64::from(size)),
+                (true, Some((_, site)), 2) => self.push_imm(i64::from(site)),
+                _ => {
+                    self.push_arg(al[s.op as usize], s.kind)?;
+                }
+            }
         }
         if let Some(n) = info.variadic_vec_regs {
             self.line(format!("mov eax, {n}"));
@@ -1231,6 +1242,9 @@ impl<'a> Printer<'a> {
             self.line(format!("add {sp}, {cleanup}"));
         }
         self.mech.extern_call_return(&site, &mut self.out);
+        if let Some(done) = race_done {
+            let _ = writeln!(self.out, "{done}:");
+        }
         if counted {
             self.ccall_count(4);
         }
@@ -1240,6 +1254,110 @@ impl<'a> Printer<'a> {
         self.no_preempt_since(start);
         self.depth = 0;
         Ok(())
+    }
+
+    /// Pushes a word-sized immediate argument.
+    fn push_imm(&mut self, v: i64) {
+        self.line(format!("push {v}"));
+        self.depth += self.target.slot();
+    }
+
+    /// `--race`: the inline read check before a call of the read entry for `size` bytes
+    /// (`crate::race`, module docs): settles the read without the call when the running
+    /// thread's filter covers it. Returns the label after the call sequence, where a covered
+    /// read goes (None: no check for this size).
+    fn race_read_check(
+        &mut self,
+        info: &CallInfo,
+        al: &[Allocation],
+        size: u32,
+    ) -> R<Option<String>> {
+        if !matches!(size, 1 | 2 | 4 | 8) {
+            return Ok(None);
+        }
+        let (gen_off, shift, word_shift, w) = crate::race::filter_geometry(self.target.slot());
+        let width = self.word();
+        let wk = ptr_kw(width);
+        let name = |r: u8| regs::name(regs::gpr(r), width);
+        // The address and two scratch registers the call clobbers that hold nothing the call
+        // sequence still needs (the module docs of `crate::race`).
+        let (a, x, y) = match self.target {
+            Target::X86_64 => (name(regs::RDI), name(10), name(11)),
+            Target::I686 => {
+                let arg = al[info
+                    .stack_args
+                    .first()
+                    .ok_or("race read without address")?
+                    .op as usize];
+                match arg.as_reg() {
+                    Some(r) if r == regs::gpr(regs::RAX) => {
+                        (name(regs::RAX), name(regs::RCX), name(regs::RDX))
+                    }
+                    Some(r) if r == regs::gpr(regs::RCX) => {
+                        (name(regs::RCX), name(regs::RAX), name(regs::RDX))
+                    }
+                    Some(r) if r == regs::gpr(regs::RDX) => {
+                        (name(regs::RDX), name(regs::RAX), name(regs::RCX))
+                    }
+                    Some(r) => (regs::name(r, width), name(regs::RCX), name(regs::RDX)),
+                    None => {
+                        let m = self.rm(arg, width)?;
+                        self.line(format!("mov eax, {m}"));
+                        (name(regs::RAX), name(regs::RCX), name(regs::RDX))
+                    }
+                }
+            }
+        };
+        let slow = self.local_label("rs");
+        let done = self.local_label("rd");
+        let tls = super::mech::tls_operand(
+            self.target,
+            crate::race::FILTER_TLS_SYMBOL,
+            0,
+            self.target == Target::I686,
+        );
+        let freed = self.sym_mem(crate::race::FREED_SYMBOL);
+        let dir = crate::race::FILTER_DIR_OFFSET;
+        self.line(format!("mov {x}, {tls}"));
+        self.line(format!("test {x}, {x}"));
+        self.line(format!("jz {slow}"));
+        self.line(format!("mov {y}, {wk} ptr {freed}"));
+        self.line(format!("cmp {y}, {wk} ptr [{x} + {gen_off}]"));
+        self.line(format!("jne {slow}"));
+        self.line(format!("mov {x}, {wk} ptr [{x} + {dir}]"));
+        self.line(format!("test {x}, {x}"));
+        self.line(format!("jz {slow}"));
+        self.line(format!("mov {y}, {a}"));
+        self.line(format!("shr {y}, {shift}"));
+        if self.target == Target::X86_64 {
+            // The directory covers the 47-bit user address space.
+            self.line(format!("cmp {y}, {}", 1u64 << (47 - shift)));
+            self.line(format!("jae {slow}"));
+        }
+        self.line(format!("mov {x}, {wk} ptr [{x} + {y}*{w}]"));
+        self.line(format!("test {x}, {x}"));
+        self.line(format!("jz {slow}"));
+        if size > 1 {
+            // Within one 4-byte half (8 bytes: two aligned halves of one bitmap word).
+            let m = if size == 2 { 1 } else { size - 1 };
+            self.line(format!("test {a}, {m}"));
+            self.line(format!("jnz {slow}"));
+        }
+        self.line(format!("mov {y}, {a}"));
+        self.line(format!("shr {y}, {word_shift}"));
+        self.line(format!("and {y}, {}", (1u32 << (shift - word_shift)) - 1));
+        self.line(format!("mov {x}, {wk} ptr [{x} + {y}*{w}]"));
+        self.line(format!("mov {y}, {a}"));
+        self.line(format!("shr {y}, 2"));
+        self.line(format!("bt {x}, {y}"));
+        if size == 8 {
+            self.line(format!("jnc {slow}"));
+            self.line(format!("inc {y}"));
+            self.line(format!("bt {x}, {y}"));
+        }
+        self.line(format!("jc {done}"));
+        let _ = writeln!(self.out, "{slow}:");
+        Ok(Some(done))
     }
 
     /// Adds one to the counter at byte `offset` of [`CCALLS_SYMBOL`] (0: started, 4: finished).

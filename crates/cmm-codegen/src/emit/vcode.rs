@@ -188,6 +188,9 @@ pub struct CallInfo {
     /// registers before it and restores them after (the loop heads' preemption poll, whose
     /// call is taken about once a time slice: the loop's values stay in their registers).
     pub saves_all: bool,
+    /// A `--race` read entry's call with its constant size and site: the printer settles the
+    /// read inline first when the thread's filter covers it (`crate::race`, module docs).
+    pub race_read: Option<(u32, i32)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -156,6 +156,25 @@ pub const RACE_GLOBALS_SYMBOL: &str = "__cmm_race_globals";
 /// The entries `--race` code calls before a load and a store: `(addr, size, site)`.
 pub const RACE_READ_ENTRY: &str = "__stackrt_race_read";
 pub const RACE_WRITE_ENTRY: &str = "__stackrt_race_write";
+/// The thread-local word the emission stage's inline read check loads first: the address of
+/// the running thread's read filter (`crate::race::filter::Filter`) while reads may be settled
+/// without a call, else 0 (mirrors `cmm_codegen::race::FILTER_TLS_SYMBOL`).
+pub const RACE_FILTER_TLS_SYMBOL: &str = "__stackrt_race_filter";
+/// The global word the inline check compares with the filter's generation (`FREED`).
+pub const RACE_FREED_SYMBOL: &str = "__stackrt_race_freed";
+/// Byte offsets in a `Filter` of its directory pointer and of its generation word.
+pub const RACE_FILTER_DIR_OFFSET: usize = 0;
+pub const RACE_FILTER_GEN_OFFSET: usize = core::mem::size_of::<usize>();
+/// Log2 of the bytes of address space one bitmap of the filter covers, and of the bytes one
+/// bitmap word covers (one bit per 4 bytes, words of the pointer's width).
+#[cfg(target_pointer_width = "64")]
+pub const RACE_FILTER_SHIFT: u32 = 22;
+#[cfg(target_pointer_width = "32")]
+pub const RACE_FILTER_SHIFT: u32 = 20;
+#[cfg(target_pointer_width = "64")]
+pub const RACE_FILTER_WORD_SHIFT: u32 = 8;
+#[cfg(target_pointer_width = "32")]
+pub const RACE_FILTER_WORD_SHIFT: u32 = 7;
 
 /// Whether `crate::mech::enter` knows the convention `abi` (an emission-stage mechanism).
 pub fn is_emitted_abi(abi: u32) -> bool {
@@ -264,6 +283,28 @@ mod tests {
         assert_eq!(RACE_GLOBALS_SYMBOL, "__cmm_race_globals");
         assert_eq!(RACE_READ_ENTRY, "__stackrt_race_read");
         assert_eq!(RACE_WRITE_ENTRY, "__stackrt_race_write");
+        assert_eq!(RACE_FILTER_TLS_SYMBOL, "__stackrt_race_filter");
+        assert_eq!(RACE_FREED_SYMBOL, "__stackrt_race_freed");
+        // cmm_codegen::race::FILTER_* for this target (checked there too).
+        assert_eq!(RACE_FILTER_DIR_OFFSET, 0);
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(
+            (
+                RACE_FILTER_GEN_OFFSET,
+                RACE_FILTER_SHIFT,
+                RACE_FILTER_WORD_SHIFT
+            ),
+            (8, 22, 8)
+        );
+        #[cfg(target_pointer_width = "32")]
+        assert_eq!(
+            (
+                RACE_FILTER_GEN_OFFSET,
+                RACE_FILTER_SHIFT,
+                RACE_FILTER_WORD_SHIFT
+            ),
+            (4, 20, 7)
+        );
     }
 
     #[test]

@@ -49,11 +49,8 @@ use core::sync::atomic::Ordering::Relaxed;
 use crate::base::os::map_noreserve;
 use crate::base::spin::SpinLock;
 
-/// Log2 of the bytes of address space one bitmap covers.
-#[cfg(target_pointer_width = "64")]
-const SHIFT: u32 = 22;
-#[cfg(target_pointer_width = "32")]
-const SHIFT: u32 = 20;
+/// Log2 of the bytes of address space one bitmap covers (the compiler's inline check uses it).
+const SHIFT: u32 = crate::base::abi::RACE_FILTER_SHIFT;
 #[cfg(target_pointer_width = "64")]
 const ADDRESS_BITS: u32 = 47;
 #[cfg(target_pointer_width = "32")]
@@ -66,10 +63,13 @@ type Word = usize;
 const BITS: usize = Word::BITS as usize;
 /// Log2 of the bytes of memory one word covers (256 on x86-64, 128 on i686).
 const WORD_SHIFT: u32 = (BITS * HALF).trailing_zeros();
+const _: () = assert!(WORD_SHIFT == crate::base::abi::RACE_FILTER_WORD_SHIFT);
 /// Words of one region's bitmap.
 const WORDS: usize = 1 << (SHIFT - WORD_SHIFT);
 
-/// Bumped when tracked memory that was accessed is freed (`shadow::untrack`).
+/// Bumped when tracked memory that was accessed is freed (`shadow::untrack`). Exported: the
+/// compiler's inline read check compares it with the running filter's generation.
+#[export_name = "__stackrt_race_freed"]
 static FREED: AtomicUsize = AtomicUsize::new(0);
 
 /// Tracked memory whose shadow had accesses is being freed: every filter is stale.
@@ -77,15 +77,18 @@ pub fn memory_freed() {
     FREED.fetch_add(1, Relaxed);
 }
 
-/// One thread's filter (see the module docs). Only its thread uses it.
+/// One thread's filter (see the module docs). Only its thread uses it. `repr(C)`: code the
+/// emission stage inlines before a read reads `dir` and `generation` at the offsets
+/// `base::abi::RACE_FILTER_*_OFFSET` (see [`crate::race::inline`]).
+#[repr(C)]
 pub struct Filter {
     /// `REGIONS` bitmap pointers, null until the first note (and after a mapping failed).
     dir: Cell<*mut *mut Word>,
-    /// A mapping failed: the filter stays empty.
-    off: Cell<bool>,
     /// [`FREED`] when the filter was last cleared. (A word: on i686 a filter not used for
     /// exactly 2^32 frees would be taken for a fresh one.)
     generation: Cell<usize>,
+    /// A mapping failed: the filter stays empty.
+    off: Cell<bool>,
     /// Words that became nonzero since the last clear.
     log: UnsafeCell<Vec<*mut Word>>,
     /// Regions mapped (to unmap them).

@@ -37,6 +37,7 @@ use crate::base::spin::SpinLock;
 pub mod clock;
 pub mod detect;
 pub mod filter;
+pub mod inline;
 pub mod record;
 pub mod relaxed;
 pub mod report;
@@ -58,7 +59,7 @@ static DECISION_HOOK: AtomicUsize = AtomicUsize::new(0);
 /// them. Called with no lock held; it may switch threads.
 pub fn set_decision_hook(f: fn()) {
     DECISION_HOOK.store(f as usize, Relaxed);
-    FULL_PATH.store(true, Relaxed);
+    take_full_path();
 }
 
 /// Accesses take the full path ([`full`]): the deterministic scheduler decides at contended
@@ -69,6 +70,9 @@ static FULL_PATH: AtomicBool = AtomicBool::new(false);
 /// Sends every access to the full path (relaxed replay starts).
 pub(crate) fn take_full_path() {
     FULL_PATH.store(true, Relaxed);
+    // At start, on the only thread: no read of this thread's is settled inline from now on
+    // (every other thread publishes its filter in `set_current`, which reads the flag).
+    inline::publish(core::ptr::null());
 }
 static ABORT: AtomicBool = AtomicBool::new(false);
 /// The deterministic scheduler records a trace: events go into it too (`record`).
@@ -118,6 +122,14 @@ pub fn current() -> *mut RaceThread {
 /// worker when it switches to it).
 pub fn set_current(t: *mut RaceThread) {
     CURRENT.with(|c| c.set(t));
+    inline::publish(if t.is_null() || FULL_PATH.load(Relaxed) {
+        core::ptr::null()
+    } else {
+        // The address of `(*t).filter`, computed without reading `t`.
+        t.cast::<u8>()
+            .wrapping_add(core::mem::offset_of!(RaceThread, filter))
+            .cast()
+    });
 }
 
 struct Slots {
@@ -320,7 +332,7 @@ pub fn start_recording() {
     }
     record::start();
     RECORDING.store(true, Relaxed);
-    FULL_PATH.store(true, Relaxed);
+    take_full_path();
 }
 
 fn recording() -> bool {

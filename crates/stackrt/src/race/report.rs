@@ -96,6 +96,18 @@ pub struct Current {
     pub site: u32,
 }
 
+/// A byte count as a report says it: "1 byte", "4 bytes".
+struct Bytes(usize);
+
+impl core::fmt::Display for Bytes {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            1 => f.write_str("1 byte"),
+            n => write!(f, "{n} bytes"),
+        }
+    }
+}
+
 /// Formats the report line of `race` (thread numbers of slots through `thread_of`).
 pub fn format(t: &Tables, cur: &Current, race: &Race, prev_thread: i32, out: &mut StackBuf<1024>) {
     use core::fmt::Write as _;
@@ -109,10 +121,10 @@ pub fn format(t: &Tables, cur: &Current, race: &Race, prev_thread: i32, out: &mu
             if cur.addr != a {
                 let _ = write!(out, "+{}", cur.addr - a);
             }
-            let _ = write!(out, " ({} bytes at {:#x})", cur.size, cur.addr);
+            let _ = write!(out, " ({} at {:#x})", Bytes(cur.size), cur.addr);
         }
         None => {
-            let _ = write!(out, "{:#x} ({} bytes)", cur.addr, cur.size);
+            let _ = write!(out, "{:#x} ({})", cur.addr, Bytes(cur.size));
         }
     }
     let kind = |w: bool| if w { "write" } else { "read" };
