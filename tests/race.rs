@@ -124,11 +124,12 @@ fn a_green_thread_does_not_inherit_the_filter_of_the_thread_run_before_it() {
     // Thread 1 writes `x`, reads it until its filter notes the reads, and yields; thread 2,
     // next on the same worker, reads `x` unordered with the write (`tests/race/switch_filter.cm`).
     // The emission stage's inline read check finds the running thread's filter through a
-    // thread-local word of the worker, which every switch must set.
+    // thread-local word of the worker, which every switch must set. (`x` and `c` share a
+    // granule of the shadow: the race on `x` is found through the write of `x` kept there.)
     let want = [
-        "stackrt: data race on x (4 bytes at 0x…): read by thread 2 at switch_filter.cm:40:15, previous write by thread 1 at switch_filter.cm:25:5, not ordered",
-        "stackrt: data race on c (1 byte at 0x…): read by thread 2 at switch_filter.cm:40:19, previous write by thread 1 at switch_filter.cm:26:5, not ordered",
-        "stackrt: data race on d (8 bytes at 0x…): read by thread 2 at switch_filter.cm:40:30, previous write by thread 1 at switch_filter.cm:27:5, not ordered",
+        "stackrt: data race on x (4 bytes at 0x…): read by thread 2 at switch_filter.cm:38:15, previous write by thread 1 at switch_filter.cm:23:5, not ordered",
+        "stackrt: data race on c (1 byte at 0x…): read by thread 2 at switch_filter.cm:38:19, previous write by thread 1 at switch_filter.cm:24:5, not ordered",
+        "stackrt: data race on d (8 bytes at 0x…): read by thread 2 at switch_filter.cm:38:30, previous write by thread 1 at switch_filter.cm:25:5, not ordered",
     ];
     let dir = tempfile::tempdir().unwrap();
     for c in configs().into_iter().filter(|c| c.3 == "green") {
