@@ -120,7 +120,9 @@
 //!   layouts (`--text-offset` 0, 16, 32, 48) of paired medians of 9 (AMD EPYC Zen 4,
 //!   2026-11-28): i686 0.91x at 8 deep, 0.89x at 64, 0.87x at 1,000, 0.88x at 16,384;
 //!   x86-64 0.93x, 0.86x and 0.95x at 8, 64 and 1,000 deep but 1.35x at 4,096 and 1.42x at
-//!   16,384 (1.01x at 1,000,000), a cost this stage has not explained, hence the two forms. A C
+//!   16,384 (1.01x at 1,000,000), hence the two forms. That cost comes with chunk crossings
+//!   (with 1 MiB chunks, none at those depths, the forms run alike): each overflow and
+//!   underflow pair took about 0.7 µs more, for no reason the runtime's statistics show. A C
 //!   call's checkpoint keeps `jb .LlaN_ovf` before its `call`.
 //! * Except where the check word lets the compare be SP's own (below): then the compare comes
 //!   *before* the pushes, as in the thesis, and only the branch after them (pushes keep the
