@@ -26,9 +26,9 @@
 //! a *write entry* (its top bit set, [`WRITE_ENTRY`]; the set word then has [`KEPT_WRITES`]),
 //! which reads check as they do the last write; a later write takes its bytes out of the
 //! entry's mask, and drops the entry when none is left, so each byte has one last write (in
-//! the last-write word or in one entry; a set holds at most 8 entries). Without this, a thread writing two neighbouring variables of one
-//! granule (`p->x = 1; p->y = 2;`) kept only the second, and another thread's unordered read
-//! of `p->x` went unreported. Two writes of one thread in one epoch at one site (a loop
+//! the last-write word or in one entry; a set holds at most 8 entries). Without this, a
+//! thread writing two neighbouring variables of one granule (`p->x = 1; p->y = 2;`) kept
+//! only the second, and another thread's unordered read of `p->x` went unreported. Two writes of one thread in one epoch at one site (a loop
 //! filling a `char` array) are one access word of both byte masks instead: a race with
 //! either names the same site, and nothing orders one before the other.
 //!
