@@ -7,12 +7,12 @@
 //! read vector clock, with each read's site and bytes). The rules, for an access by thread `t`
 //! with vector clock `C`:
 //!
-//! - read: a race if the last write is by another thread, not covered by `C`, and touched one
-//!   of the bytes; the read replaces a read it covers (bytes included), else joins the set
-//!   (but see "Kept reads").
-//! - write: a race with the last write as above, or with any read of another thread not
-//!   covered by `C` on a shared byte; the write replaces the last write, and drops the reads
-//!   whose bytes it covers.
+//! - read: a race if the last write (or a kept write, below) is by another thread, not
+//!   covered by `C`, and touched one of the bytes; the read replaces a read it covers (bytes
+//!   included), else joins the set (but see "Kept reads").
+//! - write: a race with the last write or a kept write as above, or with any read of another
+//!   thread not covered by `C` on a shared byte; the write replaces the last write (keeping
+//!   it for the bytes it leaves, "Kept writes"), and drops the reads whose bytes it covers.
 //!
 //! Every access word kept is a real access with its real epoch and bytes, so every race
 //! reported is real (no false positives). For whole-word accesses the rules are FastTrack's,
