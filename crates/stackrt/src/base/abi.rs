@@ -171,10 +171,7 @@ pub const RACE_FILTER_GEN_OFFSET: usize = core::mem::size_of::<usize>();
 pub const RACE_FILTER_SHIFT: u32 = 22;
 #[cfg(target_pointer_width = "32")]
 pub const RACE_FILTER_SHIFT: u32 = 20;
-#[cfg(target_pointer_width = "64")]
-pub const RACE_FILTER_WORD_SHIFT: u32 = 8;
-#[cfg(target_pointer_width = "32")]
-pub const RACE_FILTER_WORD_SHIFT: u32 = 7;
+pub const RACE_FILTER_WORD_SHIFT: u32 = (usize::BITS * 4).trailing_zeros();
 
 /// Whether `crate::mech::enter` knows the convention `abi` (an emission-stage mechanism).
 pub fn is_emitted_abi(abi: u32) -> bool {

@@ -62,8 +62,8 @@ const HALF: usize = 4;
 type Word = usize;
 const BITS: usize = Word::BITS as usize;
 /// Log2 of the bytes of memory one word covers (256 on x86-64, 128 on i686).
-const WORD_SHIFT: u32 = (BITS * HALF).trailing_zeros();
-const _: () = assert!(WORD_SHIFT == crate::base::abi::RACE_FILTER_WORD_SHIFT);
+const WORD_SHIFT: u32 = crate::base::abi::RACE_FILTER_WORD_SHIFT;
+const _: () = assert!(1 << WORD_SHIFT == BITS * HALF);
 /// Words of one region's bitmap.
 const WORDS: usize = 1 << (SHIFT - WORD_SHIFT);
 
