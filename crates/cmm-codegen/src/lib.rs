@@ -12,6 +12,7 @@ pub mod lower;
 pub mod native;
 pub mod race;
 pub mod race_repeats;
+pub mod unroll;
 
 pub use lower::{lower_program, LoweredProgram};
 

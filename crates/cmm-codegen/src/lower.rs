@@ -143,6 +143,9 @@ pub struct LoweredFunction {
     pub symbol: String,
     /// The IR; its name is `UserFuncName::user(0, index)` and `func.signature` is its signature.
     pub func: ir::Function,
+    /// The function (index) this one is a copy of, made by recursion unrolling
+    /// ([`crate::unroll`]); `None` for every function of the source.
+    pub copy_of: Option<u32>,
 }
 
 /// An `extern` C function.
@@ -486,6 +489,7 @@ fn lower(
             name: f.name.clone(),
             symbol: format!("cmm_{}", f.name),
             func,
+            copy_of: None,
         });
     }
     if let Some(r) = race_state {

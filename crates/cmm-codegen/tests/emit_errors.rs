@@ -16,6 +16,7 @@ fn program(clif: &str, ptr: cranelift_codegen::ir::Type) -> LoweredProgram {
                 name: format!("f{i}"),
                 symbol: format!("cmm_f{i}"),
                 func,
+                copy_of: None,
             })
             .collect(),
         externs: Vec::new(),

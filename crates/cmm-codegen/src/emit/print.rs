@@ -251,11 +251,11 @@ pub fn print_function(
     // runtime's entry trampolines read them to push the right number of arguments. The 4
     // before those hold the mechanism's stack-need word, if it has one (the runtime reads it
     // to size a root's first chunk); padding otherwise, so the entry stays 16-byte aligned.
-    let _ = write!(
-        pr.out,
-        "\t.globl {0}\n\t.type {0}, @function\n\t.p2align 4\n",
-        lf.symbol
-    );
+    // A copy of an unrolled recursion is reached only from its ring ([`crate::unroll`]).
+    if lf.copy_of.is_none() {
+        let _ = writeln!(pr.out, "\t.globl {}", lf.symbol);
+    }
+    let _ = write!(pr.out, "\t.type {0}, @function\n\t.p2align 4\n", lf.symbol);
     match mech.stack_need_word(&frame) {
         None => pr.out.push_str("\t.skip 12\n"),
         Some(need) => {

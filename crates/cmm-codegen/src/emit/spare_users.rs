@@ -19,7 +19,9 @@
 //!   a function whose address is taken (thread entries, C callbacks: the runtime and C call
 //!   them and expect the program's convention), and not a function in a cycle of calls through
 //!   other functions (a caller in the cycle would be allocated before the decision; a
-//!   function's calls to itself are allocated with it).
+//!   function's calls to itself are allocated with it). The copies of an unrolled recursion
+//!   ([`crate::unroll`]) count as their original, so their ring is a self-recursion, and
+//!   take the original's decision: they are the same function.
 //! * Candidates are decided callees first (a post-order of the call graph), so every call a
 //!   function makes has its clobbers settled when the function is allocated.
 //! * A candidate is allocated both ways and becomes a spare user when that saves registers:
@@ -60,11 +62,30 @@ pub fn spare_users(
     if regs::per_function_spare(target, &reserved).is_none() {
         return Ok(plan);
     }
-    let callees = direct_callees(p);
+    // A copy is its original here: the graph's nodes are the source's functions.
+    let original: Vec<usize> = (0..n)
+        .map(|i| p.functions[i].copy_of.map_or(i, |o| o as usize))
+        .collect();
+    let mut callees: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, list) in direct_callees(p).into_iter().enumerate() {
+        for j in list {
+            let (i, j) = (original[i], original[j]);
+            if !callees[i].contains(&j) {
+                callees[i].push(j);
+            }
+        }
+    }
+    let ring = |i: usize| -> Vec<String> {
+        (0..n)
+            .filter(|&k| original[k] == i)
+            .map(|k| p.functions[k].symbol.clone())
+            .collect()
+    };
     let taken = super::address_taken(p);
     let candidate: Vec<bool> = (0..n)
         .map(|i| {
-            !taken[i]
+            original[i] == i
+                && !taken[i]
                 && p.functions[i].name != "main"
                 && !callees[i]
                     .iter()
@@ -86,13 +107,15 @@ pub fn spare_users(
             Ok(((saved.len() + ra.num_spillslots, ra.edits.len()), vc))
         };
         let (keeping, vc_keeping) = trial(&plan.users, false)?;
-        let symbol = p.functions[i].symbol.clone();
-        plan.users.insert(symbol.clone());
+        let symbols = ring(i);
+        plan.users.extend(symbols.iter().cloned());
         let (taking, vc_taking) = trial(&plan.users, true)?;
         plan.vcodes[i] = Some(if taking < keeping {
             vc_taking
         } else {
-            plan.users.remove(&symbol);
+            for s in &symbols {
+                plan.users.remove(s);
+            }
             vc_keeping
         });
     }

@@ -886,6 +886,18 @@ fn plan_config(p: &LoweredProgram, target: Target, chunk_size: u32) -> CallGraph
     config
 }
 
+/// The program the plan is made for, if it differs from `p`: small self-recursions unrolled
+/// into rings of copies ([`crate::unroll`]), so that one call in [`crate::unroll::UNROLL`]
+/// is a checkpoint. Not under green threads: there the reserve's extra frames would be in
+/// every thread's first block (a stack is sized to its root's need), and the deterministic
+/// scheduler's decision points, which are the checkpoints, would move.
+fn unrolled(p: &LoweredProgram) -> Option<LoweredProgram> {
+    if crate::lower::is_green_threads(p) || crate::unroll::candidates(p).is_empty() {
+        return None;
+    }
+    Some(crate::unroll::unroll(p))
+}
+
 /// The look-ahead plan of a program: checkpoints and reserves from the emission stage's frames
 /// (what `cmm compile --emit callgraph` prints).
 pub fn plan_program(
@@ -893,6 +905,14 @@ pub fn plan_program(
     target: Target,
     chunk_size: u32,
 ) -> Result<CallGraphPlan, EmitError> {
+    let owned;
+    let p = match unrolled(p) {
+        Some(u) => {
+            owned = u;
+            &owned
+        }
+        None => p,
+    };
     let (input, _) = first_pass(p, target)?;
     Ok(callgraph::analyze(
         &input,
@@ -910,6 +930,14 @@ pub fn emit_program(
 ) -> Result<String, EmitError> {
     let target = opts.target;
     callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
+    let owned;
+    let p = match unrolled(p) {
+        Some(u) => {
+            owned = u;
+            &owned
+        }
+        None => p,
+    };
     let (input, first) = first_pass(p, target)?;
     let plan = callgraph::analyze(&input, &plan_config(p, target, chunk_size));
     let too_large = |what: &str, f: &str, bytes: u64| {
