@@ -5,6 +5,11 @@
 //! [`crate::callgraph`], fed with this stage's real frame sizes (so the program is emitted in
 //! two passes, see [`emit_program`]).
 //!
+//! On OS threads the plan is made for the program with its small self-recursions unrolled
+//! into rings of four copies ([`crate::unroll`], see [`unrolled`] for why not under green
+//! threads): only the ring's back edge is a checkpoint, so a recursion tests for room once
+//! every four levels, with a reserve of four frames, instead of on every call.
+//!
 //! # Chunk register
 //!
 //! The chunk register holds the address of the current chunk's header (stackrt's
@@ -74,7 +79,8 @@
 //!   out-of-line path makes calls on a new chunk (a chunk is linked nowhere else), so that path
 //!   knows its call ends at the new chunk's header and unlinks it unconditionally; the common
 //!   path's call never changes chunks. Deep recursion, where every call is a checkpoint, pays
-//!   three instructions per call for the test and nothing for the underflow.
+//!   three instructions per call for the test and nothing for the underflow; with rings (above),
+//!   one call in four does.
 //! * The underflow is inline and usually makes no call: `esp = prev_sp`, header word 0 = -1
 //!   (stackrt's `UNLINKED`: the runtime does the bookkeeping, cache and statistics, later),
 //!   `ebp = prev_header`. Any call made while a deep recursion unwinds costs the remaining
