@@ -894,8 +894,10 @@ fn plan_config(p: &LoweredProgram, target: Target, chunk_size: u32) -> CallGraph
 
 /// The program the plan is made for, if it differs from `p`: small self-recursions unrolled
 /// into rings of copies ([`crate::unroll`]), so that one call in [`crate::unroll::UNROLL`]
-/// is a checkpoint. Not under green threads: there the reserve's extra frames would be in
-/// every thread's first block (a stack is sized to its root's need), and the deterministic
+/// is a checkpoint. Not under green threads: a ring's checkpoint reserves three frames more,
+/// and a green thread's stack blocks are sized from what its checkpoints asked for (the
+/// runtime learns a thread kind's first block from the first checkpoint that did not fit), so
+/// a million threads parked in a recursion would each hold them; and the deterministic
 /// scheduler's decision points, which are the checkpoints, would move.
 fn unrolled(p: &LoweredProgram) -> Option<LoweredProgram> {
     if crate::lower::is_green_threads(p) || crate::unroll::candidates(p).is_empty() {
