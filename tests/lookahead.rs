@@ -363,6 +363,52 @@ fn a_hot_split_reuses_its_chunk_without_mapping_memory() {
     }
 }
 
+/// The handlers' own relink of a hot split's chunk (`stackrt::chunk::handler::HOT_SPLIT_OFFSET`,
+/// taken only with statistics off) under what may happen between two splits: deep
+/// recursions linking and leaving marked chunks above the split one, C calls at their
+/// bottom, the reclaim budget running out (a small `STACKRT_RECLAIM_BYTES`), another
+/// function called from the same stack pointer. The sum is the closed form of
+/// `tests/lookahead/hot_split_mixed.cm`; the run with statistics (the runtime's relink) must
+/// print the same and show the splits happening.
+#[test]
+fn the_handlers_hot_split_relink_keeps_the_chain_exact() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/hot_split_mixed.cm");
+    let (first, last, n, every, far) = (0u64, 1500u64, 200u64, 50u64, 2000u64);
+    let k = n.div_ceil(every);
+    let want = format!("{}\n", (last - first + 1) * (k * (far + 1) + n - k));
+    let args = [first, last, n, every, far].map(|v| v.to_string());
+    for target in ["x86_64", "i686"] {
+        let exe = compile(
+            &src,
+            dir.path(),
+            &format!("mixed-{target}"),
+            &["--mech", "lookahead", "--target", target],
+        );
+        for (env, value) in [
+            ("STACKRT_RECLAIM_BYTES", None),
+            ("STACKRT_RECLAIM_BYTES", Some("32768")),
+            ("STACKRT_STATS", Some("1")),
+        ] {
+            let mut cmd = Command::new(&exe);
+            cmd.args(&args);
+            if let Some(v) = value {
+                cmd.env(env, v);
+            }
+            let o = cmd.output().unwrap();
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {env}={value:?}: {err}");
+            assert_eq!(text(&o.stdout), want, "{target} {env}={value:?}: {err}");
+            if env == "STACKRT_STATS" {
+                // Some depth puts the loop's calls at a boundary: n - k splits there.
+                let overflows = stat(&err, "overflows");
+                assert!(overflows >= n - k, "{target}: {err}");
+                assert_eq!(overflows, stat(&err, "underflows"), "{target}: {err}");
+            }
+        }
+    }
+}
+
 /// `n(n+1)/2` for every thread, summed, with 32-bit wrap-around.
 fn all_alive_expected(threads: u64, depth: u64) -> String {
     let total = (threads as u32).wrapping_mul(sum_formula(depth) as u32) as i32;

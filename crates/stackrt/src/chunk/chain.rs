@@ -100,7 +100,13 @@
 //! larger batch where handlers called on the spot would have given several). The hot split
 //! (the only marked chunk is a standard one right above the running chunk, and the overflow
 //! wants a standard chunk) relinks that chunk at once: what unlinking it into the LIFO cache
-//! and taking it back would have done. The *reclaim budget* bounds how long marked chunks
+//! and taking it back would have done. On an OS thread with statistics off, the `lookahead`
+//! overflow handler does that relink itself, without calling the runtime, where it is
+//! exact: the chunk linked after the running one ([`ChunkHeader::link`], kept by
+//! [`ThreadChain::overflow`] and [`ThreadChain::unlink_top`]) is marked, was linked at the
+//! same stack pointer and holds the reserve (`super::handler::HOT_SPLIT_OFFSET`). Chunks the
+//! code unlinked above it may stay marked in the chain meanwhile; the runtime unlinks them at
+//! its next run for the thread, as ever. The *reclaim budget* bounds how long marked chunks
 //! wait: the runtime stores [`RuntimeConfig::reclaim_budget`] in the 32-bit word at the
 //! thread stack address (header word 0) whenever it runs for the thread, compiled code
 //! decrements it at each inline unlink, and calls the runtime's reclaim handler when it
@@ -427,8 +433,12 @@ impl ThreadChain {
         let size = rt.config.class_size(k);
         self.check_limit(rt, size)?;
         let h = self.acquire(rt, k)?;
-        // SAFETY: h is a free mapped chunk now owned by this chain.
-        unsafe { init_header(rt, h.as_ptr(), thread_stack, caller_sp, top) };
+        // SAFETY: h is a free mapped chunk now owned by this chain; top is the chain's
+        // newest chunk, mapped while linked.
+        unsafe {
+            init_header(rt, h.as_ptr(), thread_stack, caller_sp, top);
+            (*top).link = h.as_ptr();
+        }
         self.used_below.set(below);
         self.top.set(h.as_ptr());
         self.depth.set(self.depth.get() + 1);
@@ -610,6 +620,9 @@ impl ThreadChain {
         let top = self.top.get();
         // SAFETY: top is mapped while linked; its prev_header is the previous linked chunk.
         let (prev, prev_sp) = unsafe { ((*top).prev_header, (*top).prev_sp) };
+        // SAFETY: prev is the previous linked chunk, mapped (non-null: the chain had at least
+        // two chunks). Nothing is linked after it any more (`ChunkHeader::link`).
+        unsafe { (*prev).link = ptr::null_mut() };
         self.used_below
             .set(self.used_below.get() - (prev as usize - prev_sp));
         self.top.set(prev);

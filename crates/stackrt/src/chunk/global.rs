@@ -297,7 +297,7 @@ fn unwrap_or_fatal(
 fn enter(thread_stack: usize, need: usize, guard: bool) -> *mut ChunkHeader {
     let rt = runtime_init(guard);
     EXIT_GUARD.with(|_| ());
-    super::handler::entered(thread_stack);
+    super::handler::entered(thread_stack, !rt.config.count_stats && !poison::hooked());
     CHAIN.with(|c| unwrap_or_fatal(c, c.enter(rt, thread_stack, need)))
 }
 

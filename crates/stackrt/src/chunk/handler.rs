@@ -51,6 +51,9 @@ struct ChunkTls {
     /// C callbacks running on the handler stack: the green thread must not switch away (the
     /// C frames below it are on the worker's stack), see [`pinned`].
     pinned: usize,
+    /// Non-zero: the `lookahead` overflow handlers may relink a hot split's chunk themselves
+    /// ([`HOT_SPLIT_OFFSET`]).
+    hot_split: usize,
 }
 
 const P: usize = core::mem::size_of::<usize>();
@@ -64,7 +67,23 @@ const _: () = {
     // Mirrored in `cmm_codegen::emit::mech::ccall` (`LIB_SAVE_WORD`, `CCALLS_WORD`, `SP_SLOT`):
     // the MMU mechanisms' inline C calls write and read these words themselves.
     assert!(CCALLS_OFFSET == 6 * P && LIB_SP_SLOT == 16);
+    assert!(core::mem::offset_of!(ChunkTls, hot_split) == HOT_SPLIT_OFFSET);
 };
+
+/// Byte offset of the *hot split* word in the block (word 8; the `lookahead` overflow
+/// handlers' assembly reads it as `stackrt_chunk_tls@tpoff+64` / `@ntpoff+32`). Non-zero on
+/// an OS thread that entered chunked code itself while no checkpoint hook is registered and
+/// statistics are off ([`entered`]): there every overflow is a real one (nothing poisons a
+/// check word) and nothing is counted, so the handler may take the hot split's fast path.
+/// When the chunk the code runs on, `cur`, has a chunk linked after it (`ChunkHeader::link`)
+/// that compiled code unlinked (`UNLINKED`), whose saved SP is the overflowing call's and
+/// which holds the reserve, the handler relinks it on its own: word 0 gets `cur`'s thread
+/// stack back and the reclaim budget at `T` its unlink back. That is everything the runtime's
+/// relink ([`super::chain`], the hot split) would change: the chunk is still the chain's, at
+/// the same place, with the same stack below it, so the chain's words stay exact. Green
+/// threads (a worker's handler stack) keep the runtime's path, which calls the checkpoint
+/// hook.
+pub const HOT_SPLIT_OFFSET: usize = 8 * P;
 
 /// Byte offset of the count of C calls on the handler stack in the block (word 6; the C-call
 /// trampolines' assembly uses it as `stackrt_chunk_tls@tpoff+48` / `@ntpoff+24`).
@@ -153,14 +172,15 @@ pub fn set_worker_stack(top: usize) {
 pub const MIN_HANDLER_STACK: usize = 1 << 20;
 
 /// At a thread's enter: the thread stack `T` becomes the handler stack unless a worker set
-/// one.
-pub fn entered(thread_stack: usize) {
+/// one; then the hot split's fast path is allowed if `hot_split` ([`HOT_SPLIT_OFFSET`]).
+pub fn entered(thread_stack: usize, hot_split: bool) {
     let t = tls();
     // SAFETY: the calling thread's own block.
     unsafe {
         if (*t).handler_stack == 0 {
             (*t).handler_stack = thread_stack;
             (*t).from_enter = 1;
+            (*t).hot_split = usize::from(hot_split);
         }
     }
 }
@@ -173,6 +193,7 @@ pub fn exited() {
         if (*t).from_enter != 0 {
             (*t).handler_stack = 0;
             (*t).from_enter = 0;
+            (*t).hot_split = 0;
         }
     }
 }

@@ -53,9 +53,12 @@ pub struct ChunkHeader {
     /// Word 6. Length of the block in bytes (the chunk's size class's size + `guard_size`).
     /// Constant; runtime-private.
     pub map_len: usize,
-    /// Word 7. Free-list link while the chunk sits in a thread cache or the shared pool;
-    /// null while the chunk is in use. Runtime-private. (While a chunk is free, words 1, 2
-    /// and 4 are scratch for the pool's batches, see `super::pool`.)
+    /// Word 7. Free-list link while the chunk sits in a thread cache or the shared pool.
+    /// While the chunk is in use: the chunk linked after it, as long as that one is in the
+    /// chain (linked, or unlinked by compiled code and [`UNLINKED`]); null otherwise. The
+    /// `lookahead` overflow handlers read it for the hot split's fast path (`crate::mech`'s
+    /// assembly, [`super::handler`]). (While a chunk is free, words 1, 2 and 4 are scratch for
+    /// the pool's batches, see `super::pool`.)
     pub link: *mut ChunkHeader,
 }
 

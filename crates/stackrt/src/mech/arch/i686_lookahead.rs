@@ -193,9 +193,15 @@ global_asm!(
 // If the checkpoint hook asked for a switch (`crate::chunk::handler`), the handler jumps to
 // stackrt_lookahead_switch instead of returning, once esp is on the new chunk.
 //
+// The hot split's fast path (`crate::chunk::handler::HOT_SPLIT_OFFSET`): where the thread's
+// hot-split word allows it and the chunk after ebp (header word 7) is one compiled code
+// unlinked, saved at this caller_sp, after ebp, with room for R, the handler relinks it
+// itself (word 0 = ebp's thread stack T, the budget at [T] incremented back) and goes on as
+// if the runtime had returned it; ebx is kept at +24 meanwhile. Otherwise it calls the runtime.
+//
 //   old chunk                       handler stack (top S)            new chunk
 //   | caller frame     | caller_sp  +------------------+ S          +------------------+ H'
-//   | args (A bytes)   |            | (unused)         | +24        | args (copied)    |
+//   | args (A bytes)   |            | ebx (fast path)  | +24        | args (copied)    |
 //   | ret into stub    | <- esp     | A                | +20        | ret into stub    |
 //   |                  |            | old esp          | +16        +------------------+ <- esp
 //   |                  |            | (pad)            | +12
@@ -222,7 +228,34 @@ global_asm!(
     "lea 4(%eax,%edx), %eax",
     "mov %eax, 4(%esp)",
     "mov %ecx, 8(%esp)",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+{hot}",
+    "je .Lla_slow32",
+    "mov %ebx, 24(%esp)",
+    "mov {link}(%ebp), %ebx",
+    "test %ebx, %ebx",
+    "jz .Lla_slow_ebx32",
+    "cmpl $-1, {mark}(%ebx)",
+    "jne .Lla_slow_ebx32",
+    "cmp %eax, {prev_sp}(%ebx)",
+    "jne .Lla_slow_ebx32",
+    "cmp %ebp, {prev_header}(%ebx)",
+    "jne .Lla_slow_ebx32",
+    "mov %ebx, %edx",
+    "sub {limit}(%ebx), %edx",
+    "add ${slack}, %ecx",
+    "cmp %ecx, %edx",
+    "jb .Lla_slow_ebx32",
+    "mov {mark}(%ebp), %ecx",
+    "mov %ecx, {mark}(%ebx)",
+    "addl $1, (%ecx)",
+    "mov %ebx, %eax",
+    "mov 24(%esp), %ebx",
+    "jmp .Lla_linked32",
+    ".Lla_slow_ebx32:",
+    "mov 24(%esp), %ebx",
+    ".Lla_slow32:",
     "call {overflow}",
+    ".Lla_linked32:",
     "mov %eax, %ebp",
     "mov 16(%esp), %ecx",
     "mov 20(%esp), %edx",
@@ -239,6 +272,13 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_overflow, .-stackrt_lookahead_overflow",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
+    hot = const crate::chunk::handler::HOT_SPLIT_OFFSET,
+    link = const crate::chunk::header::OFF_LINK,
+    mark = const crate::chunk::header::OFF_THREAD_STACK,
+    prev_sp = const crate::chunk::header::OFF_PREV_SP,
+    prev_header = const crate::chunk::header::OFF_PREV_HEADER,
+    limit = const crate::chunk::header::OFF_LIMIT,
+    slack = const crate::chunk::header::CHECK_SLACK,
     options(att_syntax)
 );
 

@@ -263,6 +263,12 @@ global_asm!(
 // registers and clobbers every register but rbx, r12-r15 (preserved by the Rust code too), so
 // nothing is saved: this is the hot split's path.
 //
+// The hot split's fast path (`crate::chunk::handler::HOT_SPLIT_OFFSET`): where the thread's
+// hot-split word allows it and the chunk after rbp (header word 7) is one compiled code
+// unlinked, saved at this caller_sp, after rbp, with room for R, the handler relinks it
+// itself (word 0 = rbp's thread stack T, the budget at [T] incremented back) and goes on as
+// if the runtime had returned it (rax). Otherwise it calls the runtime.
+//
 // In:  r11 = reserve R, r10 = A, rbp = current header, [rsp] = return address into the stub,
 //      [rsp + 8 .. rsp + 8 + A) = the pushed arguments.
 // Out: rbp = new header; rsp = new header - A - 8 with the arguments and the return address
@@ -291,7 +297,29 @@ global_asm!(
     "shr $32, %rsi",
     "lea 8(%r10,%rsi), %rsi",
     "mov %r11d, %edx",
+    "cmpq $0, %fs:stackrt_chunk_tls@tpoff+{hot}",
+    "je .Lla_slow64_cmm",
+    "mov {link}(%rdi), %rax",
+    "test %rax, %rax",
+    "jz .Lla_slow64_cmm",
+    "cmpq $-1, {mark}(%rax)",
+    "jne .Lla_slow64_cmm",
+    "cmp %rsi, {prev_sp}(%rax)",
+    "jne .Lla_slow64_cmm",
+    "cmp %rdi, {prev_header}(%rax)",
+    "jne .Lla_slow64_cmm",
+    "mov %rax, %rcx",
+    "sub {limit}(%rax), %rcx",
+    "lea {slack}(%rdx), %r8",
+    "cmp %r8, %rcx",
+    "jb .Lla_slow64_cmm",
+    "mov {mark}(%rdi), %rcx",
+    "mov %rcx, {mark}(%rax)",
+    "addl $1, (%rcx)",
+    "jmp .Lla_linked64_cmm",
+    ".Lla_slow64_cmm:",
     "call {overflow}",
+    ".Lla_linked64_cmm:",
     "mov %rax, %rbp",
     "mov 0(%rsp), %r10",
     "mov 8(%rsp), %rcx",
@@ -310,6 +338,13 @@ global_asm!(
     "ret",
     ".size stackrt_lookahead_overflow_cmm, .-stackrt_lookahead_overflow_cmm",
     overflow = sym crate::chunk::stackrt_chunk_overflow,
+    hot = const crate::chunk::handler::HOT_SPLIT_OFFSET,
+    link = const crate::chunk::header::OFF_LINK,
+    mark = const crate::chunk::header::OFF_THREAD_STACK,
+    prev_sp = const crate::chunk::header::OFF_PREV_SP,
+    prev_header = const crate::chunk::header::OFF_PREV_HEADER,
+    limit = const crate::chunk::header::OFF_LIMIT,
+    slack = const crate::chunk::header::CHECK_SLACK,
     options(att_syntax)
 );
 

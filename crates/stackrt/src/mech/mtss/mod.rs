@@ -364,7 +364,8 @@ pub extern "C" fn stackrt_mtss_thread_enter(handler_top: usize) -> *mut MtssThre
     if let Some(rec) = green::take_entry(handler_top) {
         return rec;
     }
-    crate::chunk::handler::entered(handler_top);
+    // No lookahead overflow runs on an `mtss` thread: no hot split either.
+    crate::chunk::handler::entered(handler_top, false);
     let (request, handle) = REQUEST.with(|r| r.replace((0, -1)));
     let size = if request > 0 {
         request
