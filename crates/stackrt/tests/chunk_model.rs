@@ -997,7 +997,10 @@ fn check(rt: &Runtime, m: &mut Model, threads: &mut [MThread]) {
             assert_eq!(word(h, 1), prev_sp, "{what}: prev_sp");
             assert_eq!(word(h, 2), prev, "{what}: prev_header");
             assert_eq!(word(h, 4), 0, "{what}: resume");
-            assert_eq!(word(h, 7), 0, "{what}: link");
+            // The chunk after it in the chain, linked or marked (the handlers' hot split reads
+            // it), or null for the newest.
+            let after = t.links.get(j + 1).map_or(0, |n| m.addr(n.chunk));
+            assert_eq!(word(h, 7), after, "{what}: link");
             // The smallest class that holds the reserve (standard chunks for small ones), or
             // growth's class if that is larger.
             let k = m.chunks[l.chunk].class;
