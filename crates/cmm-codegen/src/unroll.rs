@@ -83,14 +83,14 @@ pub fn candidates(p: &LoweredProgram) -> Vec<usize> {
         .collect()
 }
 
-/// `p` with every candidate unrolled into a ring of [`UNROLL`] copies (module docs); `p`
-/// itself (cloned) when there is none.
-pub fn unroll(p: &LoweredProgram) -> LoweredProgram {
+/// `p` with every candidate unrolled into a ring of [`UNROLL`] copies (module docs); `None`
+/// when there is no candidate.
+pub fn unroll(p: &LoweredProgram) -> Option<LoweredProgram> {
     let chosen = candidates(p);
-    let mut out = p.clone();
     if chosen.is_empty() {
-        return out;
+        return None;
     }
+    let mut out = p.clone();
     let n = p.functions.len() as u32;
     let added = chosen.len() as u32 * (UNROLL - 1);
     // Externs move up past the copies; rename from the highest index down, so that no name
@@ -127,7 +127,7 @@ pub fn unroll(p: &LoweredProgram) -> LoweredProgram {
         }
     }
     out.functions.extend(copies);
-    out
+    Some(out)
 }
 
 /// Renames every name of an extern (namespace 0, index `>= n`) in `func` to `index + added`.
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn the_ring_calls_round_and_everything_else_names_what_it_named() {
         let p = lowered(SRC);
-        let u = unroll(&p);
+        let u = unroll(&p).expect("down is a candidate");
         let n = p.functions.len();
         let down = p.functions.iter().position(|f| f.name == "down").unwrap();
         assert_eq!(u.functions.len(), n + UNROLL as usize - 1);

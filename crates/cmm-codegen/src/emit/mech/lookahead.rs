@@ -270,6 +270,7 @@
 //! reclaim budget; the handlers run their Rust code on the OS thread's handler stack, see
 //! `stackrt::chunk::handler`).
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -892,18 +893,18 @@ fn plan_config(p: &LoweredProgram, target: Target, chunk_size: u32) -> CallGraph
     config
 }
 
-/// The program the plan is made for, if it differs from `p`: small self-recursions unrolled
+/// The program the plan is made for: small self-recursions unrolled
 /// into rings of copies ([`crate::unroll`]), so that one call in [`crate::unroll::UNROLL`]
 /// is a checkpoint. Not under green threads: a ring's checkpoint reserves three frames more,
 /// and a green thread's stack blocks are sized from what its checkpoints asked for (the
 /// runtime learns a thread kind's first block from the first checkpoint that did not fit), so
 /// a million threads parked in a recursion would each hold them; and the deterministic
 /// scheduler's decision points, which are the checkpoints, would move.
-fn unrolled(p: &LoweredProgram) -> Option<LoweredProgram> {
-    if crate::lower::is_green_threads(p) || crate::unroll::candidates(p).is_empty() {
-        return None;
+fn unrolled(p: &LoweredProgram) -> Cow<'_, LoweredProgram> {
+    if crate::lower::is_green_threads(p) {
+        return Cow::Borrowed(p);
     }
-    Some(crate::unroll::unroll(p))
+    crate::unroll::unroll(p).map_or(Cow::Borrowed(p), Cow::Owned)
 }
 
 /// The look-ahead plan of a program: checkpoints and reserves from the emission stage's frames
@@ -913,14 +914,8 @@ pub fn plan_program(
     target: Target,
     chunk_size: u32,
 ) -> Result<CallGraphPlan, EmitError> {
-    let owned;
-    let p = match unrolled(p) {
-        Some(u) => {
-            owned = u;
-            &owned
-        }
-        None => p,
-    };
+    let unrolled = unrolled(p);
+    let p = &*unrolled;
     let (input, _) = first_pass(p, target)?;
     Ok(callgraph::analyze(
         &input,
@@ -938,14 +933,8 @@ pub fn emit_program(
 ) -> Result<String, EmitError> {
     let target = opts.target;
     callgraph::validate_chunk_size(chunk_size as u64).map_err(emit_error)?;
-    let owned;
-    let p = match unrolled(p) {
-        Some(u) => {
-            owned = u;
-            &owned
-        }
-        None => p,
-    };
+    let unrolled = unrolled(p);
+    let p = &*unrolled;
     let (input, first) = first_pass(p, target)?;
     let plan = callgraph::analyze(&input, &plan_config(p, target, chunk_size));
     let too_large = |what: &str, f: &str, bytes: u64| {
