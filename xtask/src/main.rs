@@ -15,7 +15,7 @@ commands:
   experiments [--quick] [--only NAME...] [--runs N] [--round-budget S] [--out DIR [--resume]]
           build the compiler and the harness (release), then re-measure the thesis's and the
           paper's experiments: report.md, results.csv and plots in DIR (default
-          target/experiments/<date>); --quick takes under 5 minutes, the full run about
+          target/experiments/<date>); --quick takes about 5 minutes, the full run about
           2h 15m (--resume goes on with a stopped run in DIR, keeping the experiments it
           finished); `--help` after `experiments` lists every option
 ";

@@ -55,6 +55,9 @@ pub enum GccLevel {
     O2,
     /// `gcc -O2 -fno-optimize-sibling-calls -fsplit-stack`: gcc's own segmented stacks.
     SplitStack,
+    /// `gcc -O2 -fno-optimize-sibling-calls -fsanitize=thread`: ThreadSanitizer, the race
+    /// detector `--race` is compared with (64-bit only), beside `O2NoSibling` as its plain run.
+    Tsan,
 }
 
 impl GccLevel {
@@ -64,6 +67,7 @@ impl GccLevel {
             GccLevel::O2NoSibling => &["-O2", "-fno-optimize-sibling-calls"],
             GccLevel::O2 => &["-O2"],
             GccLevel::SplitStack => &["-O2", "-fno-optimize-sibling-calls", "-fsplit-stack"],
+            GccLevel::Tsan => &["-O2", "-fno-optimize-sibling-calls", "-fsanitize=thread"],
         }
     }
 }
@@ -130,6 +134,9 @@ pub enum Toolchain {
     Gcc(GccLevel),
     /// The Go version of the program (goroutines on growable stacks).
     Go,
+    /// The Go version built with `go build -race` (Go's race detector, ThreadSanitizer's
+    /// runtime; amd64 only), beside `Go` as its plain run.
+    GoRace,
 }
 
 /// One executable of an experiment row: a toolchain for a target.
@@ -175,7 +182,9 @@ impl Variant {
             Toolchain::Gcc(GccLevel::O2NoSibling) => "gcc -O2 -fno-sibling".into(),
             Toolchain::Gcc(GccLevel::O2) => "gcc -O2".into(),
             Toolchain::Gcc(GccLevel::SplitStack) => "gcc -fsplit-stack".into(),
+            Toolchain::Gcc(GccLevel::Tsan) => "gcc -fsanitize=thread".into(),
             Toolchain::Go => "go".into(),
+            Toolchain::GoRace => "go -race".into(),
         }
     }
 
@@ -187,7 +196,7 @@ impl Variant {
             }
             Toolchain::Native => true,
             Toolchain::Gcc(level) => *level != GccLevel::SplitStack,
-            Toolchain::Go => false,
+            Toolchain::Go | Toolchain::GoRace => false,
         }
     }
 
@@ -219,6 +228,7 @@ impl Variant {
             Toolchain::Native => "native".into(),
             Toolchain::Gcc(level) => format!("gcc-{level:?}"),
             Toolchain::Go => "go".into(),
+            Toolchain::GoRace => "go-race".into(),
         };
         format!("{}-{}", self.target, tool.to_lowercase())
     }
@@ -306,7 +316,8 @@ pub struct Builder {
     /// By source, options, variant and layout.
     #[allow(clippy::type_complexity)]
     built: HashMap<(PathBuf, Vec<String>, Variant, usize), Result<PathBuf, String>>,
-    sthread: HashMap<Target, Result<PathBuf, String>>,
+    /// The C thread library's object by target, and whether ThreadSanitizer instruments it.
+    sthread: HashMap<(Target, bool), Result<PathBuf, String>>,
     gcc_major: u32,
 }
 
@@ -379,23 +390,33 @@ impl Builder {
         flags
     }
 
-    /// The C build of the thread library (tests/oracle/sthread.c) for a target.
-    fn sthread_object(&mut self, target: Target) -> Result<PathBuf, String> {
-        if let Some(done) = self.sthread.get(&target) {
+    /// The C build of the thread library (tests/oracle/sthread.c) for a target; with `tsan`,
+    /// instrumented by ThreadSanitizer, which then sees `sthread_cas`'s atomic swap (an
+    /// uninstrumented one hides the order it gives, and every access it protects is reported).
+    fn sthread_object(&mut self, target: Target, tsan: bool) -> Result<PathBuf, String> {
+        if let Some(done) = self.sthread.get(&(target, tsan)) {
             return done.clone();
         }
-        let object = self.dir.join(format!("sthread-{target}.o"));
+        let object = self.dir.join(match tsan {
+            false => format!("sthread-{target}.o"),
+            true => format!("sthread-{target}-tsan.o"),
+        });
         let result = run_build(
             Command::new("gcc")
                 .args(target.gcc_flags())
                 .args(self.oracle_flags())
                 .args(["-O2", "-c"])
+                .args(if tsan {
+                    &["-fsanitize=thread"][..]
+                } else {
+                    &[]
+                })
                 .arg(self.root.join("tests/oracle/sthread.c"))
                 .arg("-o")
                 .arg(&object),
         )
         .map(|()| object);
-        self.sthread.insert(target, result.clone());
+        self.sthread.insert((target, tsan), result.clone());
         result
     }
 
@@ -497,8 +518,11 @@ impl Builder {
                     .arg("-o")
                     .arg(exe),
             ),
+            Toolchain::Gcc(GccLevel::Tsan) if target == Target::I686 => {
+                Err("ThreadSanitizer runs on 64-bit targets only".to_string())
+            }
             Toolchain::Gcc(level) => {
-                let sthread = self.sthread_object(target)?;
+                let sthread = self.sthread_object(target, *level == GccLevel::Tsan)?;
                 let compile = |extra: &[&str]| {
                     run_build(
                         Command::new("gcc")
@@ -524,7 +548,11 @@ impl Builder {
                     other => other,
                 }
             }
-            Toolchain::Go => {
+            Toolchain::GoRace if target == Target::I686 => {
+                Err("Go's race detector runs on 64-bit targets only (linux/amd64 here)".to_string())
+            }
+            Toolchain::Go | Toolchain::GoRace => {
+                let race = variant.tool == Toolchain::GoRace;
                 let go_source = sources
                     .go
                     .as_ref()
@@ -536,11 +564,13 @@ impl Builder {
                 run_build(
                     Command::new("go")
                         .arg("build")
+                        .args(if race { &["-race"][..] } else { &[] })
                         .arg("-o")
                         .arg(exe)
                         .arg(go_source)
                         .env("GOARCH", goarch)
-                        .env("CGO_ENABLED", "0"),
+                        // The race detector's runtime is linked through cgo.
+                        .env("CGO_ENABLED", if race { "1" } else { "0" }),
                 )
                 .map_err(|e| {
                     if e.starts_with("cannot run") {
@@ -590,5 +620,13 @@ mod tests {
         assert!(!v(Toolchain::Gcc(GccLevel::SplitStack)).fixed_stack());
         assert!(v(Toolchain::Gcc(GccLevel::O0)).fixed_stack());
         assert!(!v(Toolchain::Go).fixed_stack());
+        assert!(!v(Toolchain::GoRace).fixed_stack());
+        assert!(v(Toolchain::Gcc(GccLevel::Tsan)).fixed_stack());
+        assert_eq!(v(Toolchain::GoRace).label(), "go -race");
+        assert_eq!(v(Toolchain::GoRace).file_key(), "i686-go-race");
+        assert_eq!(
+            v(Toolchain::Gcc(GccLevel::Tsan)).file_key(),
+            "i686-gcc-tsan"
+        );
     }
 }

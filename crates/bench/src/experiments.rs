@@ -1488,7 +1488,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
             concat!(
                 "the IRS seed (002): execution overhead of its schedulers over the plain run, ",
                 $irs,
-                "; ThreadSanitizer documents 5-15x time and 5-10x memory for race detection, Go's race detector 2-20x and 5-10x"
+                "; ThreadSanitizer documents 5-15x time and 5-10x memory for race detection, Go's race detector 2-20x and 5-10x; measured beside them (x86-64, with peers): gcc's ThreadSanitizer against gcc -O2 (OS threads)"
             )
         };
     }
@@ -1557,7 +1557,9 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
                 })
                 .collect(),
             mechanisms: Mechanisms::Listed(&["lookahead"]),
-            gcc: vec![],
+            // ThreadSanitizer beside gcc -O2 (with peers, x86-64): the programs have no Go
+            // version.
+            gcc: vec![GccLevel::O2NoSibling, GccLevel::Tsan],
             native: false,
             go: false,
             main_stack: MainStack::KiB(8 * 1024),
@@ -1574,22 +1576,22 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
     }
     // --- Race detection on the thesis's multi-threaded programs (issue: at most 3x the time,
     // 4x the peak memory) ---
-    let race_detection = |name, title, file, point: Point, reductions: Vec<String>| {
+    let race_detection = |name, title, file, go_file, point: Point, reductions: Vec<String>| {
         Experiment {
         name,
         env: Vec::new(),
         race: vec![RaceRun::Detect],
         green: &["lookahead"],
         title,
-        figures: "the detectors' own documentation: ThreadSanitizer 5-15x time and 5-10x memory, Go's race detector 2-20x and 5-10x",
-        sources: cm(file, None),
+        figures: "the detectors' own documentation: ThreadSanitizer 5-15x time and 5-10x memory, Go's race detector 2-20x and 5-10x; measured beside them (x86-64, with peers): Go's race detector on the Go version against plain Go, gcc's ThreadSanitizer against gcc -O2",
+        sources: cm(file, Some(go_file)),
         x_label: "threads",
         log_x: false,
         points: vec![point],
         mechanisms: Mechanisms::Listed(&["traditional", "lookahead"]),
-        gcc: vec![],
+        gcc: vec![GccLevel::O2NoSibling, GccLevel::Tsan],
         native: false,
-        go: false,
+        go: true,
         main_stack: THREADED_MAIN_STACK,
         shape: Shape::Curve,
         baseline: "traditional",
@@ -1604,6 +1606,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         "race_summation",
         "Race detection (--race) on Summation: threads that share nothing",
         "summation_multi.cm",
+        "summation_multi.go",
         Point {
             x: sum_threads as f64,
             args: vec![
@@ -1639,6 +1642,7 @@ pub fn all(root: &Path, size: Size) -> Vec<Experiment> {
         "race_tree",
         "Race detection (--race) on the Unbalanced Binary Tree: every thread reads every node it passes",
         "tree_multi.cm",
+        "tree.go",
         Point {
             x: tree_threads as f64,
             args: vec![

@@ -495,8 +495,11 @@ fn method_section(out: &mut String, results: &Results, table: &Table) {
          flags (tests/oracle/bless.sh), i686 with `-msse2 -mfpmath=sse`, linked with the C build \
          of the thread library (tests/oracle/sthread.c); `gcc -O2 -fno-sibling` is `-O2 \
          -fno-optimize-sibling-calls` (plain -O2 turns the recursions into loops), \
-         `gcc -fsplit-stack` is that plus `-fsplit-stack`. Go peers (crates/bench/programs/go) \
-         use goroutines on Go's growable stacks; they are compared on the `Data:` line only. \
+         `gcc -fsplit-stack` is that plus `-fsplit-stack`, and `gcc -fsanitize=thread` that \
+         plus ThreadSanitizer (the thread library instrumented too; 64-bit only). Go peers \
+         (crates/bench/programs/go) use goroutines on Go's growable stacks, `go -race` the same \
+         built with Go's race detector (64-bit only); they are compared on the `Data:` line \
+         only. \
          Plots: mean and 95% confidence interval (Student's t); ratios are geometric means of \
          the ratios of runs made in the same round, with a t interval on their logarithms.",
         256

@@ -227,6 +227,32 @@ fn harness(out: &Path, args: &[&str]) -> (bool, String) {
 }
 
 #[test]
+fn race_detection_is_measured_beside_go_and_thread_sanitizer() {
+    let out = tempfile::tempdir().expect("temporary directory");
+    let (ok, err) = harness(out.path(), &["--only", "race_tree", "irs_fibonacci"]);
+    assert!(ok, "{err}");
+    let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
+    // Each peer has rows of its own, or says why it did not run on this machine (a build
+    // without cgo or libtsan); it is never left out.
+    for peer in ["go -race", "gcc -fsanitize=thread"] {
+        let row = format!("| {peer} |");
+        let why = format!("- {peer} (x86_64): **");
+        assert!(
+            report.contains(&row) || report.contains(&why),
+            "report.md has neither a row nor a note of {peer}:\n{report}"
+        );
+    }
+    for claim in [
+        "costs less than Go's race detector on Summation and the Tree",
+        "costs less than ThreadSanitizer on IRS's benchmarks",
+    ] {
+        assert!(report.contains(claim), "report.md lacks {claim:?}");
+    }
+    // Only 64-bit peers: the i686 builds are not attempted (this run is x86-64 only).
+    assert!(!report.contains("go -race (i686)"), "{report}");
+}
+
+#[test]
 fn a_stopped_run_resumes_without_measuring_its_finished_experiments_again() {
     let out = tempfile::tempdir().expect("temporary directory");
     let (ok, err) = harness(out.path(), &["--only", "summation_single"]);

@@ -12,7 +12,7 @@ use std::process::exit;
 #[derive(Parser, Debug)]
 #[command(name = "experiments")]
 struct Cli {
-    /// Reduced sizes: under 5 minutes on a 2-core machine (the report lists every
+    /// Reduced sizes: about 5 minutes on a 2-core machine (the report lists every
     /// reduction next to the thesis's value).
     #[arg(long, conflicts_with = "tiny")]
     quick: bool,
