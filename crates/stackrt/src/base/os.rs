@@ -52,6 +52,25 @@ pub fn map_noreserve(bytes: usize) -> Option<*mut u8> {
     (p != libc::MAP_FAILED).then_some(p.cast())
 }
 
+/// A fresh private anonymous read-write mapping of `bytes` with its pages already present
+/// (`MAP_POPULATE`: one system call instead of a fault per page), or `None` if the system
+/// refuses it.
+pub fn map_populated(bytes: usize) -> Option<*mut u8> {
+    // SAFETY: a fresh anonymous private mapping affects no existing memory; the result is
+    // checked.
+    let p = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p.cast())
+}
+
 /// The CPUs online (at least 1).
 pub fn cpus() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
