@@ -141,6 +141,26 @@ fn a_green_thread_does_not_inherit_the_filter_of_the_thread_run_before_it() {
 }
 
 #[test]
+fn a_thread_that_ended_unjoined_still_races_with_the_one_left() {
+    // The worker has ended (main sleeps after the pipe tells it the worker is done) but is not
+    // joined: main runs alone, yet nothing orders the worker's accesses before its own
+    // (`tests/race/unjoined.cm`). After the join, and in a thread created after it, none race.
+    // (Only a thread whose every other thread was joined may skip the shadow: a detector that
+    // skipped it whenever one thread was left running would miss both.)
+    let want = [
+        "stackrt: data race on shared (4 bytes at 0x…): read by thread 0 at unjoined.cm:37:13, previous write by thread 1 at unjoined.cm:18:5, not ordered",
+        "stackrt: data race on other (4 bytes at 0x…): write by thread 0 at unjoined.cm:37:5, previous read by thread 1 at unjoined.cm:18:14, not ordered",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for c in configs() {
+        let exe = build("tests/race/unjoined.cm", dir.path(), c);
+        let o = run(&exe, &[]);
+        assert_eq!(text(&o.stdout), "shared 4 other 3\n", "{c:?}");
+        assert_eq!(reports(&text(&o.stderr)), want, "{c:?}");
+    }
+}
+
+#[test]
 fn race_free_sharing_is_not_reported() {
     let dir = tempfile::tempdir().unwrap();
     for c in configs() {

@@ -260,6 +260,7 @@ pub fn start() {
     }
     set_current(new_thread(0, &VClock::new()));
     shadow::thread_started();
+    shadow::thread_created();
     ENABLED.store(true, Relaxed);
 }
 
@@ -435,6 +436,7 @@ pub fn fork(handle: c_int) -> *mut RaceThread {
     let parent = unsafe { &mut *cur };
     let child = new_thread(handle, &parent.vc);
     shadow::thread_started();
+    shadow::thread_created();
     tick(parent);
     if recording() {
         // SAFETY: `child` is fresh and not running yet.
@@ -464,6 +466,7 @@ pub unsafe fn join(child: *mut RaceThread) {
         // SAFETY: as in `fork`.
         let t = unsafe { &mut *cur };
         t.vc.join(&child.vc);
+        shadow::thread_joined();
         if recording() {
             let n = t.sync_event.get();
             let ce = child.events.get();
@@ -649,6 +652,13 @@ impl Access {
 fn checked(addr: usize, size: c_int, site: c_int, write: bool) {
     let cur = current();
     if cur.is_null() {
+        return;
+    }
+    // Every other thread joined: nothing to record or check (`shadow::quiescent`). The
+    // thread's filter is left as it is: a bit it keeps for bytes written now stands for a read
+    // that needed no record, and the next thread created ticks this one's clock, which clears
+    // the filter before any other thread exists.
+    if shadow::quiescent() {
         return;
     }
     // SAFETY: the running thread's state; only this thread changes it.

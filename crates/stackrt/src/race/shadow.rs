@@ -133,6 +133,34 @@ pub fn thread_ended() {
     RUNNING.fetch_sub(1, Release);
 }
 
+/// Threads started and not yet joined, `main` included ([`quiescent`]).
+static UNJOINED: AtomicUsize = AtomicUsize::new(0);
+
+/// A thread is created (`main` at start, a child in `sthread_create`): see [`quiescent`].
+pub fn thread_created() {
+    UNJOINED.fetch_add(1, Relaxed);
+}
+
+/// A thread was joined by a thread whose clock took in the joined one's.
+pub fn thread_joined() {
+    UNJOINED.fetch_sub(1, Release);
+}
+
+/// Whether every thread but the calling one has been joined, so that everything any other
+/// thread did happens before what the caller does now (each joined thread's clock went into
+/// its joiner's, and every joiner but the caller was joined in turn), and everything the caller
+/// does now happens before whatever a thread created later does. An access then can race with
+/// no access, past or future, and needs no shadow at all: no record, no check, not even the
+/// cell's load (a program's single-threaded start, building the data its threads share, and
+/// its single-threaded end, freeing it, are most of what `--race` costs the thesis's Tree
+/// besides the searches). Stricter than [`alone`]: a thread that ended but was not joined
+/// (nor ever will be) is not ordered before the caller, and its accesses are still checked
+/// against.
+#[inline(always)]
+pub fn quiescent() -> bool {
+    UNJOINED.load(Acquire) == 1
+}
+
 /// Threads of the program that may still access memory (relaxed replay's waits spin less when
 /// they outnumber the CPUs).
 pub fn running() -> usize {
