@@ -37,25 +37,18 @@ pub fn page_size() -> usize {
 /// A fresh anonymous private read-write mapping of `bytes` with no swap reserved
 /// (`MAP_NORESERVE`: only the pages touched cost memory), or `None` if the system refuses it.
 pub fn map_noreserve(bytes: usize) -> Option<*mut u8> {
-    // SAFETY: a fresh anonymous private mapping affects no existing memory; the result is
-    // checked.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    (p != libc::MAP_FAILED).then_some(p.cast())
+    map_anonymous(bytes, libc::MAP_NORESERVE)
 }
 
 /// A fresh private anonymous read-write mapping of `bytes` with its pages already present
 /// (`MAP_POPULATE`: one system call instead of a fault per page), or `None` if the system
 /// refuses it.
 pub fn map_populated(bytes: usize) -> Option<*mut u8> {
+    map_anonymous(bytes, libc::MAP_POPULATE)
+}
+
+/// A fresh private anonymous read-write mapping of `bytes` with the extra mmap `flags`.
+fn map_anonymous(bytes: usize, flags: libc::c_int) -> Option<*mut u8> {
     // SAFETY: a fresh anonymous private mapping affects no existing memory; the result is
     // checked.
     let p = unsafe {
@@ -63,7 +56,7 @@ pub fn map_populated(bytes: usize) -> Option<*mut u8> {
             core::ptr::null_mut(),
             bytes,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
             -1,
             0,
         )
