@@ -423,7 +423,7 @@ fn a_lost_update_found_by_a_seed_reproduces_under_strict_and_relaxed_replay() {
         assert!(count < 15, "{mech} {target}: {lost:?}");
         let recorded = std::fs::read_to_string(&t).unwrap();
         assert!(
-            recorded.starts_with(&format!("stackrt-sched-trace 2 pct:{seed}:2:{k}\nprogram ")),
+            recorded.starts_with(&format!("stackrt-sched-trace 3 pct:{seed}:2:{k}\nprogram ")),
             "{recorded}"
         );
         assert!(
@@ -516,6 +516,17 @@ fn a_long_trace_is_read_in_two_halves_and_its_errors_keep_their_lines() {
     let trace = std::fs::read_to_string(&t).unwrap();
     // Well past the size read by one thread (`trace::SPLIT_BYTES`, 256 KiB).
     assert!(trace.len() > 400 * 1024, "{} bytes", trace.len());
+    // The threads' failed swaps while they wait for their turn are `failed` lines: thread 1
+    // (`add_j`, waiting for `turn` to be 0) finds 1 in each.
+    let failed_of_1: Vec<&str> = trace
+        .lines()
+        .filter(|l| l.starts_with("failed 1 "))
+        .collect();
+    assert!(!failed_of_1.is_empty());
+    assert!(
+        failed_of_1.iter().all(|l| l.ends_with(" 1")),
+        "{failed_of_1:?}"
+    );
     let sched = format!("relaxed:{}", t.display());
     for workers in ["1", "2"] {
         let o = run(&[("STACKRT_SCHED", &sched), ("STACKRT_WORKERS", workers)]);
@@ -552,6 +563,24 @@ fn a_long_trace_is_read_in_two_halves_and_its_errors_keep_their_lines() {
         assert_eq!(o.status.code(), Some(1), "{inserted}");
         common::assert_one_line(&o, &format!("{p}:{}: {msg}", at + 1), inserted);
     }
+    // A failed swap said to have found the value the program expects (0) would have
+    // succeeded: the run left the trace.
+    let f = failed_of_1[0];
+    let n = f.split(' ').nth(2).unwrap();
+    let changed = trace.replacen(
+        &format!("\n{f}\n"),
+        &format!("\n{}0\n", &f[..f.len() - 1]),
+        1,
+    );
+    assert_ne!(changed, trace);
+    std::fs::write(&bad, changed).unwrap();
+    let o = run(&[("STACKRT_SCHED", &format!("relaxed:{p}"))]);
+    assert_eq!(o.status.code(), Some(70), "{}", text(&o.stderr));
+    common::assert_one_line(
+        &o,
+        &format!("relaxed replay diverged: thread 1's compare-and-swap, its event {n}, expects 0, which the recorded one found: it failed there"),
+        "value",
+    );
 }
 
 /// Bad traces and settings: one line naming the file (and the line of it), status 1; a trace
@@ -643,6 +672,22 @@ fn malformed_or_foreign_traces_are_one_line_errors() {
             n + 1
         ),
         "diverged",
+    );
+    // A load where the trace has a failed compare-and-swap (thread 1's third event reads
+    // `counter`; the trace has no other line of thread 1 before its end).
+    assert!(
+        !recorded.contains("\nevent 1 ") && !recorded.contains("\nfailed 1 "),
+        "{recorded}"
+    );
+    let (head, rest) = recorded.split_once("\n").unwrap();
+    let (program, rest) = rest.split_once("\n").unwrap();
+    std::fs::write(&bad, format!("{head}\n{program}\nfailed 1 3 1 5\n{rest}")).unwrap();
+    let o = run_env(&exe, &[("STACKRT_SCHED", &format!("relaxed:{p}"))]);
+    assert_eq!(status(&o), Some(70), "{}", text(&o.stderr));
+    common::assert_one_line(
+        &o,
+        "relaxed replay diverged: thread 1's event 3 is no compare-and-swap; in the trace it is one that failed",
+        "not a swap",
     );
     // The good trace still replays.
     relaxed_runs(&exe, &good, &want, 1);

@@ -220,11 +220,11 @@ impl<T: Copy + PartialEq> Det<T> {
         };
         if let Some(file) = trace {
             crate::race::record::open(file);
-            // A `--race` program's events go into the same file, after the header: version 2.
-            let version = if crate::race::enabled() { 2 } else { 1 };
+            // A `--race` program's events go into the same file, after the header: version 3.
+            let version = if crate::race::enabled() { 3 } else { 1 };
             let policy = det.policy.to_string();
             crate::race::record::line(&crate::race::trace::header(version, &policy));
-            if version == 2 {
+            if version == 3 {
                 crate::race::start_recording();
             }
         }

@@ -420,6 +420,7 @@ pub unsafe fn thread_end_of(t: *mut RaceThread) {
         relaxed::ended(&t.cursor, t.events.get());
     }
     if recording() {
+        record::end_run(t.id);
         record::line(&format!("end {} {}\n", t.id, t.events.get()));
     }
 }
@@ -561,8 +562,13 @@ pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
         Ok(v) | Err(v) => v,
     };
     let cur = current();
-    if cur.is_null() || relaxed::on() {
+    if cur.is_null() {
         return swap();
+    }
+    if relaxed::on() {
+        // SAFETY: the running thread's state; only this thread changes it.
+        let t = unsafe { &*cur };
+        return relaxed::failed_value(&t.cursor, t.sync_event.get(), old).unwrap_or_else(swap);
     }
     // SAFETY: as in `fork`.
     let t = unsafe { &mut *cur };
@@ -578,13 +584,17 @@ pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
     });
     if recording() {
         let n = t.sync_event.get();
-        // Only a swap that changed the word is a write: a failed one (or one that wrote the
-        // value it found) read the word and changed nothing any thread can see, so replay
-        // needs it only after the write it read and before the next one, not in one order
-        // with the other threads' failed swaps (a spinning thread's retries).
-        let wrote = was == old && new != old;
-        if let Some(e) = record::with(|r| r.access(t.id, n, addr, 4, wrote)) {
-            record::write_event(t.id, n, &e, "cas", None);
+        if was != old {
+            // Failed: relaxed replay gives it the value it found (`record`), unordered.
+            record::write_failed(t.id, n, was);
+        } else {
+            // Only a swap that changed the word is a write: one that wrote the value it found
+            // read the word, so replay needs it only after the write it read and before the
+            // next one, not in one order with the other threads' reads.
+            let wrote = new != old;
+            if let Some(e) = record::with(|r| r.access(t.id, n, addr, 4, wrote)) {
+                record::write_event(t.id, n, &e, "cas", None);
+            }
         }
     }
     tick(t);
@@ -621,6 +631,7 @@ fn relaxed_access() {
 #[inline(never)]
 fn relaxed_wait(t: &RaceThread, n: u64) {
     relaxed::begin(&t.cursor, n);
+    relaxed::not_failed(&t.cursor, n);
     relaxed::wait(&t.cursor, n);
 }
 

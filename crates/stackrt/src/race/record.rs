@@ -37,8 +37,11 @@ pub fn line(s: &str) {
     }
 }
 
-/// Writes out what is buffered.
+/// Writes out what is buffered, pending runs of failed swaps first.
 pub fn flush() {
+    for (t, r) in with(Recorder::take_runs).unwrap_or_default() {
+        line(&trace::failed_line(t, &r));
+    }
     if let Some(w) = sink().as_mut() {
         let _ = w.flush();
     }
@@ -58,9 +61,20 @@ struct Granule {
     reads: Vec<(Ev, u8)>,
 }
 
+/// Consecutive events of one thread, each a compare-and-swap that failed finding `value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub first: u64,
+    pub count: u64,
+    pub value: i32,
+}
+
 /// The recorder's state.
 #[derive(Default)]
 pub struct Recorder {
+    /// Each thread's run of failed swaps not written yet (written before the thread's next
+    /// line, its `end` line, or at exit).
+    runs: FxHashMap<u32, Run>,
     granules: FxHashMap<usize, Granule>,
     /// Vector clock of each live thread, by thread number.
     clocks: FxHashMap<u32, Vec<u64>>,
@@ -149,6 +163,37 @@ impl Recorder {
         self.edges(t, n, &deps)
     }
 
+    /// Thread `t`'s event `n` was a compare-and-swap that failed, finding `value`: it joins the
+    /// thread's pending run, or starts one and returns the run it ends (to be written).
+    pub fn failed(&mut self, t: u32, n: u64, value: i32) -> Option<Run> {
+        match self.runs.get_mut(&t) {
+            Some(r) if r.first + r.count == n && r.value == value => {
+                r.count += 1;
+                None
+            }
+            _ => self.runs.insert(
+                t,
+                Run {
+                    first: n,
+                    count: 1,
+                    value,
+                },
+            ),
+        }
+    }
+
+    /// Thread `t`'s pending run, taken (its next line is about to be written).
+    pub fn take_run(&mut self, t: u32) -> Option<Run> {
+        self.runs.remove(&t)
+    }
+
+    /// Every thread's pending run, taken (the trace is being flushed).
+    fn take_runs(&mut self) -> Vec<(u32, Run)> {
+        let mut v: Vec<(u32, Run)> = self.runs.drain().collect();
+        v.sort_unstable_by_key(|&(t, _)| t);
+        v
+    }
+
     /// Thread `t`'s event `n` acquired mutex `m`.
     pub fn lock(&mut self, t: u32, n: u64, m: usize) -> Vec<Ev> {
         let Some((ev, vc)) = self.mutexes.get(&m).cloned() else {
@@ -207,10 +252,25 @@ pub fn start() {
     *RECORDER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Recorder::default());
 }
 
-/// Writes the `event` line of `edges`, if there are any.
+/// Writes the `event` line of `edges`, if there are any (after the thread's pending run).
 pub fn write_event(t: u32, n: u64, edges: &[Ev], kind: &str, site: Option<&[u8]>) {
     if !edges.is_empty() {
+        end_run(t);
         line(&trace::event_line(t, n, edges, kind, site));
+    }
+}
+
+/// Thread `t`'s event `n` was a compare-and-swap that failed, finding `value`.
+pub fn write_failed(t: u32, n: u64, value: i32) {
+    if let Some(r) = with(|r| r.failed(t, n, value)).flatten() {
+        line(&trace::failed_line(t, &r));
+    }
+}
+
+/// Writes thread `t`'s pending run of failed swaps, if any (before its next line).
+pub fn end_run(t: u32) {
+    if let Some(r) = with(|r| r.take_run(t)).flatten() {
+        line(&trace::failed_line(t, &r));
     }
 }
 
@@ -246,6 +306,37 @@ mod tests {
         assert_eq!(r.access(2, 5, 100, 1, true), [(1, 4), (3, 1)]);
         assert_eq!(r.access(3, 2, 98, 1, true), [(2, 3)]);
         assert_eq!(r.access(3, 3, 99, 1, true), [(1, 4)]);
+    }
+
+    #[test]
+    fn failed_swaps_of_a_thread_make_runs_of_one_value() {
+        let mut r = Recorder::default();
+        assert_eq!(r.failed(1, 3, 7), None);
+        assert_eq!(r.failed(1, 4, 7), None);
+        assert_eq!(r.failed(2, 1, 7), None);
+        // Another value, then a gap: each ends the run before it.
+        let run = |first, count, value| {
+            Some(Run {
+                first,
+                count,
+                value,
+            })
+        };
+        assert_eq!(r.failed(1, 5, -1), run(3, 2, 7));
+        assert_eq!(r.failed(1, 7, -1), run(5, 1, -1));
+        assert_eq!(r.take_run(1), run(7, 1, -1));
+        assert_eq!(r.take_run(1), None);
+        assert_eq!(
+            r.take_runs(),
+            vec![(
+                2,
+                Run {
+                    first: 1,
+                    count: 1,
+                    value: 7
+                }
+            )]
+        );
     }
 
     #[test]

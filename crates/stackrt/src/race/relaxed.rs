@@ -19,6 +19,10 @@
 //! sleeps on the same bell. So a thread that can go on is not switched away from at every
 //! yield of its program to a thread that cannot (a spin-wait's retries in a recorded run).
 //!
+//! A compare-and-swap the trace says failed (a `failed` line) is not made: it returns the value
+//! the recorded one found, whenever it comes, and waits for nothing (a spinning thread's retries
+//! neither wait for the write they read nor hold back the next one).
+//!
 //! A trace that does not fit the run is found where it shows: a thread waits for an event of
 //! a thread that ended before it, or a thread makes more or fewer events than the trace's
 //! `end` line says; the program then ends with one line and status 70, as strict replay's
@@ -42,6 +46,8 @@ struct ThreadPlan {
     /// Its first wait ([`NO_WAIT`] if none); each links to the next.
     first_wait: u32,
     sources: core::ops::Range<usize>,
+    /// Its runs of failed compare-and-swaps in [`Plan::runs`], increasing.
+    runs: core::ops::Range<usize>,
     /// Events in all, if the thread ended in the recording.
     end: Option<u64>,
 }
@@ -90,7 +96,25 @@ struct View {
     first_wait: u32,
     /// Own events some thread waits for, increasing.
     sources: &'static [u64],
+    /// Own runs of failed compare-and-swaps, increasing.
+    runs: &'static [Run],
     end: Option<u64>,
+}
+
+/// Events `first` to `first + count - 1` of a thread are compare-and-swaps that failed, finding
+/// `value` (a `failed` line).
+#[derive(Clone, Copy)]
+struct Run {
+    first: u64,
+    count: u64,
+    value: i32,
+}
+
+impl Run {
+    /// The first event after the run.
+    fn end(&self) -> u64 {
+        self.first + self.count
+    }
 }
 
 /// One thread's progress word, and what an OS thread waiting for it sleeps on.
@@ -109,6 +133,7 @@ struct Plan {
     threads: Vec<ThreadPlan>,
     waits: (Box<[Wait]>, Box<[Wait]>),
     sources: Box<[u64]>,
+    runs: Box<[Run]>,
     progress: Box<[Progress]>,
 }
 
@@ -150,6 +175,10 @@ pub struct Builder {
     /// until [`Builder::start`] links them.
     waits: Vec<Wait>,
     later: Vec<Wait>,
+    /// The `failed` lines read, with their thread, in the trace's order (then the next
+    /// builder's).
+    runs: Vec<(u32, Run)>,
+    later_runs: Vec<(u32, Run)>,
     /// Threads named so far.
     threads: usize,
 }
@@ -159,6 +188,7 @@ impl Builder {
     pub fn append(&mut self, next: Builder) {
         self.threads = self.threads.max(next.threads);
         self.later = next.waits;
+        self.later_runs = next.runs;
     }
 
     /// Turns relaxed replay on with this plan; `ends` are the trace's `end` lines.
@@ -205,6 +235,28 @@ impl Builder {
             sources[sn[w.u as usize]] = w.m;
             sn[w.u as usize] += 1;
         }
+        // Runs by thread, each thread's in the trace's order (increasing).
+        let mut runs_at = vec![0usize; n + 1];
+        let all_runs = || self.runs.iter().chain(self.later_runs.iter());
+        for &(t, _) in all_runs() {
+            runs_at[t as usize + 1] += 1;
+        }
+        for k in 0..n {
+            runs_at[k + 1] += runs_at[k];
+        }
+        let mut runs = vec![
+            Run {
+                first: 0,
+                count: 0,
+                value: 0
+            };
+            self.runs.len() + self.later_runs.len()
+        ];
+        let mut rn = runs_at.clone();
+        for &(t, r) in all_runs() {
+            runs[rn[t as usize]] = r;
+            rn[t as usize] += 1;
+        }
         let mut threads: Vec<ThreadPlan> = Vec::with_capacity(n);
         let mut kept = 0;
         for k in 0..n {
@@ -225,6 +277,7 @@ impl Builder {
             threads.push(ThreadPlan {
                 first_wait: first_wait[k],
                 sources: start..kept,
+                runs: runs_at[k]..runs_at[k + 1],
                 end: None,
             });
         }
@@ -237,6 +290,7 @@ impl Builder {
             threads,
             waits: (first, second),
             sources: sources.into_boxed_slice(),
+            runs: runs.into_boxed_slice(),
             progress,
         });
         CPUS.store(crate::base::os::cpus(), Relaxed);
@@ -250,6 +304,18 @@ impl Sink for Builder {
 
     fn keeps_decisions(&self) -> bool {
         false
+    }
+
+    fn failed(&mut self, thread: u32, first: u64, count: u64, value: i32) {
+        self.runs.push((
+            thread,
+            Run {
+                first,
+                count,
+                value,
+            },
+        ));
+        self.threads = self.threads.max(thread as usize + 1);
     }
 
     fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
@@ -279,9 +345,12 @@ pub fn start(trace: &Trace) {
 /// One thread's place in its plan. Only the thread itself uses it.
 pub struct Cursor {
     id: u32,
-    /// Next entry of the waits (its index), of `sources`.
+    /// Next entry of the waits (its index), of `sources`, of `runs`.
     wait: Cell<u32>,
     source: Cell<usize>,
+    run: Cell<usize>,
+    /// The last event a failed run's value was given to ([`failed_value`]).
+    served: Cell<u64>,
     /// The first event that needs [`begin`]'s attention.
     next: Cell<u64>,
     /// The thread's plan, once there is one (looked up once: every wait and publication
@@ -301,6 +370,7 @@ fn plan_of(id: u32) -> Option<(&'static Plan, View)> {
                 },
                 first_wait: t.first_wait,
                 sources: &p.sources[t.sources.clone()],
+                runs: &p.runs[t.runs.clone()],
                 end: t.end,
             },
         )
@@ -314,6 +384,8 @@ impl Cursor {
             id,
             wait: Cell::new(NO_WAIT),
             source: Cell::new(0),
+            run: Cell::new(0),
+            served: Cell::new(0),
             next: Cell::new(u64::MAX),
             view: Cell::new(None),
         };
@@ -343,7 +415,18 @@ impl Cursor {
             .get(self.source.get())
             .map_or(u64::MAX, |&s| s + 1);
         let e = t.end.map_or(u64::MAX, |e| e.saturating_add(1));
-        self.next.set(w.min(s).min(e));
+        let r = t.runs.get(self.run.get()).map_or(u64::MAX, |r| r.first);
+        self.next.set(w.min(s).min(e).min(r));
+    }
+
+    /// The run of failed swaps event `n` is in, if any; runs before `n` are passed.
+    fn run_at(&self, t: &View, n: u64) -> Option<Run> {
+        let mut i = self.run.get();
+        while t.runs.get(i).is_some_and(|r| r.end() <= n) {
+            i += 1;
+        }
+        self.run.set(i);
+        t.runs.get(i).filter(|r| r.first <= n).copied()
     }
 
     /// Whether event `n` needs [`begin`] (the common case is no).
@@ -374,7 +457,40 @@ pub fn begin(c: &Cursor, n: u64) {
         ));
     }
     publish(c, p, &t, n - 1);
+    c.run_at(&t, n);
     c.renew();
+}
+
+/// Event `n` is a compare-and-swap expecting `old`: the value the recorded one found if it
+/// failed (the swap is not made), or `None`.
+pub fn failed_value(c: &Cursor, n: u64, old: i32) -> Option<i32> {
+    if !c.needs(n) {
+        return None;
+    }
+    let (_, t) = c.plan()?;
+    let r = c.run_at(&t, n)?;
+    if r.value == old {
+        diverged(&format!(
+            "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",
+            c.id
+        ));
+    }
+    c.served.set(n);
+    Some(r.value)
+}
+
+/// Event `n` is a load or store (or a thread-library call other than a compare-and-swap, once
+/// done): the trace must not say it was a failed compare-and-swap.
+pub fn not_failed(c: &Cursor, n: u64) {
+    let Some((_, t)) = c.plan() else {
+        return;
+    };
+    if c.served.get() != n && c.run_at(&t, n).is_some() {
+        diverged(&format!(
+            "thread {}'s event {n} is no compare-and-swap; in the trace it is one that failed",
+            c.id
+        ));
+    }
 }
 
 fn publish(c: &Cursor, p: &Plan, t: &View, done: u64) {
@@ -410,6 +526,7 @@ pub fn done(c: &Cursor, n: u64) {
     if !c.needs(n.saturating_add(1)) {
         return;
     }
+    not_failed(c, n);
     if let Some((p, t)) = c.plan() {
         publish(c, p, &t, n);
         c.renew();

@@ -2,11 +2,14 @@
 //! and `relaxed:FILE`): its text format, one line per entry, and its parser.
 //!
 //! ```text
-//! stackrt-sched-trace 2 POLICY          header (version 1: decisions only, no --race events)
+//! stackrt-sched-trace 3 POLICY          header (version 1: decisions only, no --race events;
+//!                                       2: no `failed` lines)
 //! program SITES HASH                    the --race program: its site count and site-table hash
 //! 3                                     a decision: thread 3 (its handle) runs next
 //! event T N after U.M [V.K ...] KIND [at SITE]
 //!                                       thread T's N-th event comes after U's M-th (and V's K-th)
+//! failed T N K V                        thread T's events N to N+K-1 are compare-and-swaps
+//!                                       that failed, each finding the value V
 //! end T N                               thread T ended after N events
 //! ```
 //!
@@ -18,12 +21,16 @@
 //! `sthread_mutex_unlock` and `sthread_cas`. An `event` line lists the earlier events of other
 //! threads that must have happened first (conflicting accesses to the same bytes, the previous
 //! unlock of a mutex, the previous create or join; a compare-and-swap that changed the word
-//! conflicts as a write of its 4 bytes, one that failed or wrote the value it found as a read),
-//! less those the thread already comes after through earlier lines, creation, joins and
-//! mutexes. KIND is `read`, `write`, `lock`,
-//! `create`, `join` or `cas`, and SITE an access's `file:line:col`; both are there for people,
-//! not for replay.
-//! Lines of one thread's events are in increasing N.
+//! conflicts as a write of its 4 bytes, one that wrote the value it found as a read), less
+//! those the thread already comes after through earlier lines, creation, joins and mutexes.
+//! KIND is `read`, `write`, `lock`, `create`, `join` or `cas`, and SITE an access's
+//! `file:line:col`; both are there for people, not for replay.
+//!
+//! A compare-and-swap that failed changed nothing: it is in no order, and a `failed` line gives
+//! the value it found instead (relaxed replay returns that value without reading the word). A
+//! version 2 trace has no `failed` lines: its failed swaps are ordered as reads.
+//!
+//! Lines of one thread's events are in increasing N (a `failed` line counts as its last event).
 
 /// The header's first words.
 pub const MAGIC: &str = "stackrt-sched-trace";
@@ -47,6 +54,8 @@ pub struct Trace {
     pub events: Vec<Event>,
     /// The events' (thread, event) pairs, event after event ([`Trace::after_of`]).
     pub afters: Vec<(u32, u64)>,
+    /// The `failed` lines: (thread, first event, count, value).
+    pub failed: Vec<(u32, u64, u64, i32)>,
 }
 
 impl Trace {
@@ -75,6 +84,9 @@ pub trait Sink {
     fn decision(&mut self, handle: i32);
     /// An `event` line: thread `thread`'s event `seq` comes after the events `after`.
     fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]);
+    /// A `failed` line: thread `thread`'s events `first` to `first + count - 1` are failed
+    /// compare-and-swaps that found `value` (only relaxed replay needs them).
+    fn failed(&mut self, _thread: u32, _first: u64, _count: u64, _value: i32) {}
     /// Whether [`Sink::decision`] does anything: if not, runs of decision lines are checked in
     /// one pass and not read one by one (most of a trace's lines are decisions).
     fn keeps_decisions(&self) -> bool {
@@ -89,6 +101,10 @@ impl Sink for Trace {
 
     fn event(&mut self, thread: u32, seq: u64, after: &[(u32, u64)]) {
         self.push_event(thread, seq, after);
+    }
+
+    fn failed(&mut self, thread: u32, first: u64, count: u64, value: i32) {
+        self.failed.push((thread, first, count, value));
     }
 }
 
@@ -122,6 +138,56 @@ fn seq(s: &str) -> Result<u64, String> {
         Ok(n) if n >= 1 => Ok(n),
         _ => Err(format!("{s:?} is not an event number (1 or more)")),
     }
+}
+
+/// Parses a `failed` line's words: (thread, first event, count, value).
+fn parse_failed(words: &[&str]) -> Result<(u32, u64, u64, i32), String> {
+    let [_, t, n, k, v] = words else {
+        return Err("expected: failed T N K V".into());
+    };
+    let (t, n) = (thread(t)?, seq(n)?);
+    let k = match k.parse::<u64>() {
+        Ok(k) if k >= 1 && n.checked_add(k).is_some() => k,
+        _ => return Err(format!("{k:?} is not a count of events (1 or more)")),
+    };
+    let v = v
+        .parse::<i32>()
+        .map_err(|_| format!("{v:?} is not an int value"))?;
+    Ok((t, n, k, v))
+}
+
+/// A `failed` line in the recorder's form (single spaces, plain digits, `-` only before a
+/// value) at the start of `b`: (thread, first event, count, value) and the line's length with
+/// its `\n`. `None` for anything else, which [`parse_failed`] reads then.
+fn fast_failed(b: &[u8]) -> Option<((u32, u64, u64, i32), usize)> {
+    if !b.starts_with(b"failed ") {
+        return None;
+    }
+    let mut i = 7;
+    let t = number(b, &mut i, 7)?;
+    if !byte(b, &mut i, b' ') {
+        return None;
+    }
+    let n = number(b, &mut i, 19)?;
+    if !byte(b, &mut i, b' ') {
+        return None;
+    }
+    let k = number(b, &mut i, 19)?;
+    if !byte(b, &mut i, b' ') {
+        return None;
+    }
+    let neg = byte(b, &mut i, b'-');
+    let v = number(b, &mut i, 10)?;
+    let v = i32::try_from(if neg { -(v as i64) } else { v as i64 }).ok()?;
+    if t >= u64::from(MAX_THREADS) || n == 0 || k == 0 || n.checked_add(k).is_none() {
+        return None;
+    }
+    let len = match b.get(i) {
+        None => b.len(),
+        Some(b'\n') => i + 1,
+        Some(_) => return None,
+    };
+    Some(((t as u32, n, k, v), len))
 }
 
 /// Parses an `event` line's words, its pairs appended to `afters`.
@@ -436,12 +502,12 @@ fn parse_header(bytes: &[u8]) -> Result<(Header, usize), (usize, String)> {
         .split_whitespace()
         .collect();
     match w.as_slice() {
-        [m, v, p] if *m == MAGIC && (*v == "1" || *v == "2") => {
-            t.version = if *v == "1" { 1 } else { 2 };
+        [m, v, p] if *m == MAGIC && matches!(*v, "1" | "2" | "3") => {
+            t.version = v.parse().unwrap_or(1);
             t.policy = p.to_string();
         }
         [m, ..] if *m == MAGIC => {
-            return Err((1, "expected: stackrt-sched-trace 1|2 POLICY".into()))
+            return Err((1, "expected: stackrt-sched-trace 1|2|3 POLICY".into()))
         }
         _ => return Err((1, "not a stackrt schedule trace".into())),
     }
@@ -533,11 +599,20 @@ impl Part {
                 pos += len;
                 continue;
             }
-            if self.header.version == 2 && b.first() == Some(&b'e') {
+            if self.header.version >= 2 && b.first() == Some(&b'e') {
                 pairs.clear();
                 if let Some((e, len)) = fast_event(b, &mut pairs) {
                     self.check_order(e.thread, e.seq).map_err(err)?;
                     sink.event(e.thread, e.seq, &pairs);
+                    pos += len;
+                    continue;
+                }
+            }
+            if self.header.version >= 3 && b.first() == Some(&b'f') {
+                if let Some(((t, n, k, v), len)) = fast_failed(b) {
+                    self.check_order(t, n).map_err(err)?;
+                    self.last[t as usize] = n + k - 1;
+                    sink.failed(t, n, k, v);
                     pos += len;
                     continue;
                 }
@@ -594,6 +669,12 @@ impl Part {
                     self.check_order(e.thread, e.seq).map_err(err)?;
                     sink.event(e.thread, e.seq, &pairs);
                 }
+                "failed" if self.header.version >= 3 => {
+                    let (t, n, k, v) = parse_failed(words).map_err(err)?;
+                    self.check_order(t, n).map_err(err)?;
+                    self.last[t as usize] = n + k - 1;
+                    sink.failed(t, n, k, v);
+                }
                 "end" => {
                     if words.len() != 3 {
                         return Err(err("expected: end T N".into()));
@@ -645,6 +726,12 @@ pub fn header(version: u32, policy: &str) -> String {
 }
 
 /// The `event` line of thread `t`'s event `n` after `after`, of kind `kind` (at `site`).
+/// A `failed` line: thread `t`'s run `r` of failed swaps.
+pub fn failed_line(t: u32, r: &super::record::Run) -> String {
+    format!("failed {t} {} {} {}\n", r.first, r.count, r.value)
+}
+
+/// An `event` line.
 pub fn event_line(t: u32, n: u64, after: &[(u32, u64)], kind: &str, site: Option<&[u8]>) -> String {
     use std::fmt::Write as _;
     let mut s = format!("event {t} {n} after");
@@ -783,6 +870,35 @@ mod tests {
             }
         }
         assert!(accepted > 200, "only {accepted} lines took the fast path");
+    }
+
+    /// `fast_failed` accepts only what the general path reads as a `failed` line, with the same
+    /// numbers and line end.
+    #[test]
+    fn the_fast_failed_path_agrees_with_the_word_parser() {
+        let seeds = [
+            "failed 3 4 2 1",
+            "failed 1048575 99999999999 12 -2147483648",
+            "failed 0 1 1 2147483647",
+        ];
+        let mut accepted = 0;
+        for line in mutations(&seeds, b" 0129-+fx\t\r\n") {
+            for text in [line.clone(), [&line[..], b"\nfailed 1 2 1 0"].concat()] {
+                let (first, len) = first_line_words(&text);
+                let words: Vec<&str> = first.split_ascii_whitespace().collect();
+                let slow = if words.first() == Some(&"failed") {
+                    parse_failed(&words).ok()
+                } else {
+                    None
+                };
+                if let Some((f, fast_len)) = fast_failed(&text) {
+                    accepted += 1;
+                    assert_eq!(slow, Some(f), "{text:?}");
+                    assert_eq!(fast_len, len, "{text:?}");
+                }
+            }
+        }
+        assert!(accepted > 100, "only {accepted} lines took the fast path");
     }
 
     /// `fast_decision` accepts only what the general path reads as a decision, with the same
@@ -942,7 +1058,9 @@ mod tests {
         for (body, line) in [
             ("", 1),
             ("x\n", 1),
-            ("stackrt-sched-trace 3 random:1\n", 1),
+            ("stackrt-sched-trace 4 random:1\n", 1),
+            // `failed` lines came with version 3.
+            ("stackrt-sched-trace 2 random:1\n0\nfailed 1 2 3 0\n", 3),
             (
                 "stackrt-sched-trace 1 random:1\n0\nevent 1 2 after 0.1 read\n",
                 3,
@@ -972,10 +1090,40 @@ mod tests {
             "program 1",
             "end 1",
             "end x 3",
+            "failed 1 0 2 0",
+            "failed 1 2 0 0",
+            "failed 1 2 1",
+            "failed 1 2 1 x",
+            "failed 1 2 1 2147483648",
+            "failed 1 2 1 0 0",
+            "failed 1 18446744073709551615 2 0",
         ] {
-            let text = format!("{h}0\n{bad}\n1\n");
-            assert_eq!(parse(&text).map_err(|e| e.0), Err(3), "{bad:?}");
+            for h in [h, "stackrt-sched-trace 3 random:1\n"] {
+                let text = format!("{h}0\n{bad}\n1\n");
+                assert_eq!(parse(&text).map_err(|e| e.0), Err(3), "{text:?}");
+            }
         }
+        // A `failed` line counts as its thread's events up to its last.
+        let h3 = "stackrt-sched-trace 3 random:1\n";
+        for (body, ok) in [
+            ("failed 1 2 3 0\nevent 1 5 after 0.1 read\nend 1 5\n", true),
+            ("failed 1 2 3 -7\nfailed 1 5 1 7\nend 1 5\n", true),
+            ("failed 1 2 3 0\nevent 1 4 after 0.1 read\n", false),
+            ("event 1 4 after 0.1 read\nfailed 1 4 1 0\n", false),
+            ("failed 1 2 3 0\nend 1 3\n", false),
+            ("end 1 3\nfailed 1 2 1 0\n", false),
+        ] {
+            let got = parse(&format!("{h3}{body}"));
+            assert_eq!(got.is_ok(), ok, "{body:?}: {got:?}");
+            if !ok {
+                assert_eq!(got.map_err(|e| e.0), Err(3), "{body:?}");
+            }
+        }
+        let t = parse(&format!(
+            "{h3}failed 2 1 4 -1\n0\nfailed 1 8 1 2147483647\n"
+        ))
+        .unwrap();
+        assert_eq!(t.failed, [(2, 1, 4, -1), (1, 8, 1, 2_147_483_647)]);
         let twice = format!("{h}event 1 5 after 0.1 read\nevent 1 5 after 0.2 read\n");
         assert_eq!(parse(&twice).map_err(|e| e.0), Err(3));
         let after_end = format!("{h}end 1 5\nevent 1 6 after 0.2 read\n");
