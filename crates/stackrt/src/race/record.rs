@@ -40,7 +40,7 @@ pub fn line(s: &str) {
 /// Writes out what is buffered, pending runs of failed swaps first.
 pub fn flush() {
     for (t, r) in with(Recorder::take_runs).unwrap_or_default() {
-        line(&trace::failed_line(t, &r));
+        line(&trace::failed_line(t, r.first, r.count, r.value));
     }
     if let Some(w) = sink().as_mut() {
         let _ = w.flush();
@@ -263,14 +263,14 @@ pub fn write_event(t: u32, n: u64, edges: &[Ev], kind: &str, site: Option<&[u8]>
 /// Thread `t`'s event `n` was a compare-and-swap that failed, finding `value`.
 pub fn write_failed(t: u32, n: u64, value: i32) {
     if let Some(r) = with(|r| r.failed(t, n, value)).flatten() {
-        line(&trace::failed_line(t, &r));
+        line(&trace::failed_line(t, r.first, r.count, r.value));
     }
 }
 
 /// Writes thread `t`'s pending run of failed swaps, if any (before its next line).
 pub fn end_run(t: u32) {
     if let Some(r) = with(|r| r.take_run(t)).flatten() {
-        line(&trace::failed_line(t, &r));
+        line(&trace::failed_line(t, r.first, r.count, r.value));
     }
 }
 
