@@ -46,8 +46,8 @@ struct ThreadPlan {
     /// Its first wait ([`NO_WAIT`] if none); each links to the next.
     first_wait: u32,
     sources: core::ops::Range<usize>,
-    /// Its runs of failed compare-and-swaps in [`Plan::runs`], increasing.
-    runs: core::ops::Range<usize>,
+    /// Its first run of failed compare-and-swaps ([`NO_WAIT`] if none); each links to the next.
+    first_run: u32,
     /// Events in all, if the thread ended in the recording.
     end: Option<u64>,
 }
@@ -66,20 +66,27 @@ struct Wait {
     next: u32,
 }
 
-/// No wait: the end of a thread's list.
+/// No wait (or run): the end of a thread's list.
 const NO_WAIT: u32 = u32::MAX;
 
-/// Every thread's waits ([`Wait`]): the lines of the trace's first half, then those of its
-/// second; an index counts across both.
-#[derive(Clone, Copy)]
-struct Waits {
-    first: &'static [Wait],
-    second: &'static [Wait],
+/// Every thread's waits ([`Wait`]) or runs ([`Run`]): the lines of the trace's first half,
+/// then those of its second; an index counts across both.
+struct Halves<T: 'static> {
+    first: &'static [T],
+    second: &'static [T],
 }
 
-impl Waits {
+impl<T> Clone for Halves<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Halves<T> {}
+
+impl<T> Halves<T> {
     #[inline]
-    fn get(&self, i: u32) -> Option<&'static Wait> {
+    fn get(&self, i: u32) -> Option<&'static T> {
         let i = i as usize;
         match i.checked_sub(self.first.len()) {
             None => self.first.get(i),
@@ -92,22 +99,28 @@ impl Waits {
 #[derive(Clone, Copy)]
 struct View {
     /// All threads' waits; the cursor follows its own from `first_wait`.
-    waits: Waits,
+    waits: Halves<Wait>,
     first_wait: u32,
     /// Own events some thread waits for, increasing.
     sources: &'static [u64],
-    /// Own runs of failed compare-and-swaps, increasing.
-    runs: &'static [Run],
+    /// All threads' runs of failed compare-and-swaps; the cursor follows its own from
+    /// `first_run`.
+    runs: Halves<Run>,
+    first_run: u32,
     end: Option<u64>,
 }
 
 /// Events `first` to `first + count - 1` of a thread are compare-and-swaps that failed, finding
-/// `value` (a `failed` line).
+/// `value` (a `failed` line). In the trace's order, in one table for all threads (two when two
+/// threads read the trace), each linked to the thread's next, as [`Wait`]s are.
 #[derive(Clone, Copy)]
 struct Run {
     first: u64,
     count: u64,
     value: i32,
+    /// The index of the thread's next run, or [`NO_WAIT`] (while the plan is built: the
+    /// thread).
+    next: u32,
 }
 
 impl Run {
@@ -133,7 +146,7 @@ struct Plan {
     threads: Vec<ThreadPlan>,
     waits: (Box<[Wait]>, Box<[Wait]>),
     sources: Box<[u64]>,
-    runs: Box<[Run]>,
+    runs: (Box<[Run]>, Box<[Run]>),
     progress: Box<[Progress]>,
 }
 
@@ -175,10 +188,10 @@ pub struct Builder {
     /// until [`Builder::start`] links them.
     waits: Vec<Wait>,
     later: Vec<Wait>,
-    /// The `failed` lines read, with their thread, in the trace's order (then the next
-    /// builder's).
-    runs: Vec<(u32, Run)>,
-    later_runs: Vec<(u32, Run)>,
+    /// The `failed` lines read, in the trace's order, then those of the next builder; `next`
+    /// holds the thread until [`Builder::start`] links them.
+    runs: Vec<Run>,
+    later_runs: Vec<Run>,
     /// Threads named so far.
     threads: usize,
 }
@@ -235,28 +248,12 @@ impl Builder {
             sources[sn[w.u as usize]] = w.m;
             sn[w.u as usize] += 1;
         }
-        // Runs by thread, each thread's in the trace's order (increasing).
-        let mut runs_at = vec![0usize; n + 1];
-        let all_runs = || self.runs.iter().chain(self.later_runs.iter());
-        for &(t, _) in all_runs() {
-            runs_at[t as usize + 1] += 1;
-        }
-        for k in 0..n {
-            runs_at[k + 1] += runs_at[k];
-        }
-        let mut runs = vec![
-            Run {
-                first: 0,
-                count: 0,
-                value: 0
-            };
-            self.runs.len() + self.later_runs.len()
-        ];
-        let mut rn = runs_at.clone();
-        for &(t, r) in all_runs() {
-            runs[rn[t as usize]] = r;
-            rn[t as usize] += 1;
-        }
+        // Each thread's runs linked in its own order, as its waits are (in place: a trace of a
+        // spinning program has as many runs as waits, and a copy sorted by thread took longer
+        // than reading them).
+        let mut first_runs = self.runs.into_boxed_slice();
+        let mut second_runs = self.later_runs.into_boxed_slice();
+        let first_run = link_runs(&mut first_runs, &mut second_runs, n);
         let mut threads: Vec<ThreadPlan> = Vec::with_capacity(n);
         let mut kept = 0;
         for k in 0..n {
@@ -277,7 +274,7 @@ impl Builder {
             threads.push(ThreadPlan {
                 first_wait: first_wait[k],
                 sources: start..kept,
-                runs: runs_at[k]..runs_at[k + 1],
+                first_run: first_run[k],
                 end: None,
             });
         }
@@ -290,7 +287,7 @@ impl Builder {
             threads,
             waits: (first, second),
             sources: sources.into_boxed_slice(),
-            runs: runs.into_boxed_slice(),
+            runs: (first_runs, second_runs),
             progress,
         });
         CPUS.store(crate::base::os::cpus(), Relaxed);
@@ -307,14 +304,12 @@ impl Sink for Builder {
     }
 
     fn failed(&mut self, thread: u32, first: u64, count: u64, value: i32) {
-        self.runs.push((
-            thread,
-            Run {
-                first,
-                count,
-                value,
-            },
-        ));
+        self.runs.push(Run {
+            first,
+            count,
+            value,
+            next: thread,
+        });
         self.threads = self.threads.max(thread as usize + 1);
     }
 
@@ -331,6 +326,29 @@ impl Sink for Builder {
     }
 }
 
+/// Links each thread's runs of `first` then `second` in their order (`next` holds the thread
+/// on entry); returns each of the `n` threads' first run.
+fn link_runs(first: &mut [Run], second: &mut [Run], n: usize) -> Vec<u32> {
+    let mut head = vec![NO_WAIT; n];
+    let mut tail = vec![NO_WAIT; n];
+    let split = first.len();
+    for i in 0..split + second.len() {
+        let r = if i < split {
+            &mut first[i]
+        } else {
+            &mut second[i - split]
+        };
+        let t = core::mem::replace(&mut r.next, NO_WAIT) as usize;
+        let prev = core::mem::replace(&mut tail[t], i as u32);
+        match prev as usize {
+            _ if prev == NO_WAIT => head[t] = i as u32,
+            p if p < split => first[p].next = i as u32,
+            p => second[p - split].next = i as u32,
+        }
+    }
+    head
+}
+
 /// Builds the plan of `trace` and turns relaxed replay on (a trace built in memory; a file's
 /// is read into a [`Builder`] directly).
 #[cfg(test)]
@@ -345,17 +363,17 @@ pub fn start(trace: &Trace) {
 /// One thread's place in its plan. Only the thread itself uses it.
 pub struct Cursor {
     id: u32,
-    /// Next entry of the waits (its index), of `sources`, of `runs`.
+    /// Next entry of the waits (its index), of `sources`, of the runs (its index).
     wait: Cell<u32>,
     source: Cell<usize>,
-    run: Cell<usize>,
+    run: Cell<u32>,
     /// The last event a failed run's value was given to ([`failed_value`]).
     served: Cell<u64>,
     /// The first event that needs [`begin`]'s attention.
     next: Cell<u64>,
     /// The thread's plan, once there is one (looked up once: every wait and publication
     /// reads it).
-    view: Cell<Option<(&'static Plan, View)>>,
+    view: core::cell::OnceCell<(&'static Plan, View)>,
 }
 
 fn plan_of(id: u32) -> Option<(&'static Plan, View)> {
@@ -364,13 +382,17 @@ fn plan_of(id: u32) -> Option<(&'static Plan, View)> {
         (
             p,
             View {
-                waits: Waits {
+                waits: Halves {
                     first: &p.waits.0,
                     second: &p.waits.1,
                 },
                 first_wait: t.first_wait,
                 sources: &p.sources[t.sources.clone()],
-                runs: &p.runs[t.runs.clone()],
+                runs: Halves {
+                    first: &p.runs.0,
+                    second: &p.runs.1,
+                },
+                first_run: t.first_run,
                 end: t.end,
             },
         )
@@ -384,10 +406,10 @@ impl Cursor {
             id,
             wait: Cell::new(NO_WAIT),
             source: Cell::new(0),
-            run: Cell::new(0),
+            run: Cell::new(NO_WAIT),
             served: Cell::new(0),
             next: Cell::new(u64::MAX),
-            view: Cell::new(None),
+            view: core::cell::OnceCell::new(),
         };
         c.renew();
         c
@@ -395,14 +417,15 @@ impl Cursor {
 
     /// The plan and this thread's part of it.
     #[inline]
-    fn plan(&self) -> Option<(&'static Plan, View)> {
-        if let Some(v) = self.view.get() {
-            return Some(v);
+    fn plan(&self) -> Option<(&'static Plan, &View)> {
+        if let Some((p, v)) = self.view.get() {
+            return Some((p, v));
         }
         let v = plan_of(self.id)?;
-        self.view.set(Some(v));
         self.wait.set(v.1.first_wait);
-        Some(v)
+        self.run.set(v.1.first_run);
+        let (p, v) = self.view.get_or_init(|| v);
+        Some((p, v))
     }
 
     fn renew(&self) {
@@ -422,8 +445,8 @@ impl Cursor {
     /// The run of failed swaps event `n` is in, if any; runs before `n` are passed.
     fn run_at(&self, t: &View, n: u64) -> Option<Run> {
         let mut i = self.run.get();
-        while t.runs.get(i).is_some_and(|r| r.end() <= n) {
-            i += 1;
+        while let Some(r) = t.runs.get(i).filter(|r| r.end() <= n) {
+            i = r.next;
         }
         self.run.set(i);
         t.runs.get(i).filter(|r| r.first <= n).copied()
@@ -456,8 +479,8 @@ pub fn begin(c: &Cursor, n: u64) {
             t.end.unwrap_or(0)
         ));
     }
-    publish(c, p, &t, n - 1);
-    c.run_at(&t, n);
+    publish(c, p, t, n - 1);
+    c.run_at(t, n);
     c.renew();
 }
 
@@ -468,7 +491,7 @@ pub fn failed_value(c: &Cursor, n: u64, old: i32) -> Option<i32> {
         return None;
     }
     let (_, t) = c.plan()?;
-    let r = c.run_at(&t, n)?;
+    let r = c.run_at(t, n)?;
     if r.value == old {
         diverged(&format!(
             "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",
@@ -485,7 +508,7 @@ pub fn not_failed(c: &Cursor, n: u64) {
     let Some((_, t)) = c.plan() else {
         return;
     };
-    if c.served.get() != n && c.run_at(&t, n).is_some() {
+    if c.served.get() != n && c.run_at(t, n).is_some() {
         diverged(&format!(
             "thread {}'s event {n} is no compare-and-swap; in the trace it is one that failed",
             c.id
@@ -528,7 +551,7 @@ pub fn done(c: &Cursor, n: u64) {
     }
     not_failed(c, n);
     if let Some((p, t)) = c.plan() {
-        publish(c, p, &t, n);
+        publish(c, p, t, n);
         c.renew();
     }
 }
