@@ -595,8 +595,11 @@ fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
         }
         i = next;
     }
-    c.wait.set(i);
-    c.renew();
+    // Past its waits at `n` (if it had any): the next event of interest moves.
+    if i != c.wait.get() {
+        c.wait.set(i);
+        c.renew();
+    }
     None
 }
 
