@@ -750,7 +750,7 @@ fn findings() -> Vec<Finding> {
                 )
             },
             holds: |r| r <= 1.5,
-            changed_because: "these programs are little else than threads handing words over through sthread_cas, and a trace recorded under random:1 switches threads at nearly every decision, so it orders far more of their swaps after one another than a plain run needs, each a wait the replay makes (Dining Philosophers, 100 rounds: 13,500 event lines, against 1,600 under pct:1:3); failed swaps are not among them, their values are replayed (that took the same trace from 47,700 event lines to 13,500 and 11,100 failed runs); the next row replays a PCT schedule instead",
+            changed_because: "these programs are little else than threads spinning on sthread_cas with a yield between tries, and a replay repeats the recorded run's control flow: every failed try of the recording is made again (given its recorded value) and followed by its yield, and a trace recorded under random:1, which switches threads at nearly every decision, has far more of them than a plain run makes (Dining Philosophers, 100 rounds: 118,000 thread switches in the replay, 3,200 in the plain run); the next row replays a PCT schedule instead",
         },
         Finding {
             plot: "irs_fibonacci-ratio",
@@ -766,7 +766,7 @@ fn findings() -> Vec<Finding> {
                 )
             },
             holds: |r| r <= 1.5,
-            changed_because: "Fibonacci hands its turn over 50 times a round, and every handover is a wait of the thread that takes the turn for the one that gave it (an event line, beside a failed line for the spin before it), where the plain run's spinning thread sees the write a cache miss later; and a replay first reads its whole trace, 554,000 lines for 1,000 rounds (455,000 of them decisions, which only strict replay follows): about 11 ms before the program starts, where the whole plain run takes 10 (x86-64, a run that ends after setup)",
+            changed_because: "a replay first reads its whole trace: Fibonacci's, 1,000 rounds, is 554,000 lines (455,000 of them decisions, which only strict replay follows), about 11 ms before the program starts where the whole plain run takes 10 (x86-64, a run that ends after setup); and it runs the --race build, whose runtime call at every access and longer thread-library path cost about as much again as the plain run (race detection itself costs 2.0x on Fibonacci); the waits cost little: both threads share a worker and nearly always find the other's handover done (2,520 parks in 1,000 rounds, 2,000 of them joins)",
         },
         Finding {
             plot: "irs_fibonacci-ratio",
