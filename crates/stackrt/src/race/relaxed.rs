@@ -220,24 +220,11 @@ impl Builder {
         let mut second = self.later.into_boxed_slice();
         // Each thread's waits linked in its own order (the trace's lines of one thread are),
         // and each thread's sources counted.
-        let mut first_wait = vec![NO_WAIT; n];
-        let mut tail = vec![NO_WAIT; n];
-        let mut sources_at = vec![0usize; n + 1];
+        let first_wait = link(&mut first, &mut second, n, |w| &mut w.next);
         let split = first.len();
-        for i in 0..split + second.len() {
-            let w = if i < split {
-                &mut first[i]
-            } else {
-                &mut second[i - split]
-            };
-            let t = core::mem::replace(&mut w.next, NO_WAIT) as usize;
+        let mut sources_at = vec![0usize; n + 1];
+        for w in first.iter().chain(second.iter()) {
             sources_at[w.u as usize + 1] += 1;
-            let prev = core::mem::replace(&mut tail[t], i as u32);
-            match prev as usize {
-                _ if prev == NO_WAIT => first_wait[t] = i as u32,
-                p if p < split => first[p].next = i as u32,
-                p => second[p - split].next = i as u32,
-            }
         }
         for k in 0..n {
             sources_at[k + 1] += sources_at[k];
@@ -253,7 +240,7 @@ impl Builder {
         // than reading them).
         let mut first_runs = self.runs.into_boxed_slice();
         let mut second_runs = self.later_runs.into_boxed_slice();
-        let first_run = link_runs(&mut first_runs, &mut second_runs, n);
+        let first_run = link(&mut first_runs, &mut second_runs, n, |r| &mut r.next);
         let mut threads: Vec<ThreadPlan> = Vec::with_capacity(n);
         let mut kept = 0;
         for k in 0..n {
@@ -326,24 +313,25 @@ impl Sink for Builder {
     }
 }
 
-/// Links each thread's runs of `first` then `second` in their order (`next` holds the thread
-/// on entry); returns each of the `n` threads' first run.
-fn link_runs(first: &mut [Run], second: &mut [Run], n: usize) -> Vec<u32> {
+/// Links each thread's entries (waits or runs) of `first` then `second` in their order: the
+/// word `next` returns holds the entry's thread on entry, and the index of the thread's next
+/// entry (or [`NO_WAIT`]) on return. Returns each of the `n` threads' first entry.
+fn link<T>(first: &mut [T], second: &mut [T], n: usize, next: fn(&mut T) -> &mut u32) -> Vec<u32> {
     let mut head = vec![NO_WAIT; n];
     let mut tail = vec![NO_WAIT; n];
     let split = first.len();
     for i in 0..split + second.len() {
-        let r = if i < split {
+        let e = if i < split {
             &mut first[i]
         } else {
             &mut second[i - split]
         };
-        let t = core::mem::replace(&mut r.next, NO_WAIT) as usize;
+        let t = core::mem::replace(next(e), NO_WAIT) as usize;
         let prev = core::mem::replace(&mut tail[t], i as u32);
         match prev as usize {
             _ if prev == NO_WAIT => head[t] = i as u32,
-            p if p < split => first[p].next = i as u32,
-            p => second[p - split].next = i as u32,
+            p if p < split => *next(&mut first[p]) = i as u32,
+            p => *next(&mut second[p - split]) = i as u32,
         }
     }
     head

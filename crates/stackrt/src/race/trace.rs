@@ -164,18 +164,9 @@ fn fast_failed(b: &[u8]) -> Option<((u32, u64, u64, i32), usize)> {
         return None;
     }
     let mut i = 7;
-    let t = number(b, &mut i, 7)?;
-    if !byte(b, &mut i, b' ') {
-        return None;
-    }
-    let n = number(b, &mut i, 19)?;
-    if !byte(b, &mut i, b' ') {
-        return None;
-    }
-    let k = number(b, &mut i, 19)?;
-    if !byte(b, &mut i, b' ') {
-        return None;
-    }
+    let t = field(b, &mut i, 7)?;
+    let n = field(b, &mut i, 19)?;
+    let k = field(b, &mut i, 19)?;
     let neg = byte(b, &mut i, b'-');
     let v = number(b, &mut i, 10)?;
     let v = i32::try_from(if neg { -(v as i64) } else { v as i64 }).ok()?;
@@ -250,6 +241,13 @@ fn number(b: &[u8], i: &mut usize, max: usize) -> Option<u64> {
     (n > 0 && n <= max).then_some(v)
 }
 
+/// A [`number`] and the space after it.
+#[inline(always)]
+fn field(b: &[u8], i: &mut usize, max: usize) -> Option<u64> {
+    let v = number(b, i, max)?;
+    byte(b, i, b' ').then_some(v)
+}
+
 /// Whether `b[*i]` is `c`; if so, `*i` moves past it.
 #[inline(always)]
 fn byte(b: &[u8], i: &mut usize, c: u8) -> bool {
@@ -270,10 +268,7 @@ fn fast_event(b: &[u8], afters: &mut Vec<(u32, u64)>) -> Option<(Event, usize)> 
         return None;
     }
     let mut i = 6;
-    let t = number(b, &mut i, 7)?;
-    if !byte(b, &mut i, b' ') {
-        return None;
-    }
+    let t = field(b, &mut i, 7)?;
     let n = number(b, &mut i, 19)?;
     if t >= u64::from(MAX_THREADS) || n == 0 || !b[i..].starts_with(b" after ") {
         return None;
