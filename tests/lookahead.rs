@@ -49,9 +49,9 @@ fn ten_million_nested_calls_on_i686_with_the_default_chunk_size() {
     assert_eq!(overflows, stat(&err, "underflows"), "{err}");
     assert!(stat(&err, "peak stack bytes") > 120_000_000, "{err}");
 
-    // With the default growth (chunks of about half the stack below them, up to 16 MiB), the
-    // same 120 MB cross few boundaries: 32 KiB chunks up to 128 KiB of stack, then doubling
-    // about every chunk to 16 MiB (about 20 chunks), then 16 MiB chunks (about 8).
+    // With growth up to 16 MiB (chunks of up to twice the stack below them), the same 120 MB
+    // cross few boundaries: 32 KiB chunks up to 32 KiB of stack, then doubling about every
+    // chunk to 16 MiB (about 10 chunks), then 16 MiB chunks (about 7).
     let o = run_deep_sum_growing(&exe, n, "16M");
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "stderr:\n{err}");
@@ -99,6 +99,60 @@ fn tiny_chunks_overflow_often_and_the_statistics_say_so() {
         }
         // Same depth, chunks 8/3 times larger: fewer overflows.
         assert!(overflows[0] > 2 * overflows[1], "{target}: {overflows:?}");
+    }
+}
+
+/// A chunk switch keeps every frame where a contiguous stack would put it on its cache line
+/// (stackrt's `chunk::header::PHASE_LINE`): `tests/lookahead/phase.cm` prints locals'
+/// addresses modulo 64 through two recursions, and under `lookahead` with 4 KiB chunks (over
+/// a thousand switches, each with a C call's reserve) it must print exactly what
+/// `callee-cleanup` and `traditional` print on their one stack. Before the phase was kept,
+/// over a third of the lines differed on both targets.
+#[test]
+fn chunk_switches_keep_the_frames_phase_on_a_cache_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/lookahead/phase.cm");
+    let depth = "3000";
+    for target in ["x86_64", "i686"] {
+        let run = |mech: &str, chunk: Option<&str>| -> (String, String) {
+            let mut args = vec!["--mech", mech, "--target", target];
+            if let Some(c) = chunk {
+                args.extend(["--chunk-size", c]);
+            }
+            let exe = compile(
+                &src,
+                dir.path(),
+                &format!("phase-{target}-{mech}-{}", chunk.unwrap_or("default")),
+                &args,
+            );
+            let o = Command::new(&exe)
+                .arg(depth)
+                .env("STACKRT_STATS", "1")
+                .env("STACKRT_CHUNK_GROWTH", "0")
+                .output()
+                .unwrap();
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{target} {mech}: {err}");
+            (text(&o.stdout), err)
+        };
+        let (contiguous, _) = run("callee-cleanup", None);
+        // Both recursions add one per level (hand-checked: each prints 3000 after its
+        // levels), and the levels print their phases as they go down.
+        assert!(contiguous.ends_with("\n3000\n"), "{target}: {contiguous}");
+        assert_eq!(
+            contiguous.lines().filter(|l| *l == "3000").count(),
+            2,
+            "{target}"
+        );
+        assert_eq!(contiguous.lines().count(), 601 + 215 + 215 + 2, "{target}");
+        assert_eq!(run("traditional", None).0, contiguous, "{target}");
+        for chunk in [Some("4096"), None] {
+            let (chunked, err) = run("lookahead", chunk);
+            if chunk.is_some() {
+                assert!(stat(&err, "overflows") > 1000, "{target}: {err}");
+            }
+            assert_eq!(chunked, contiguous, "{target} lookahead {chunk:?}");
+        }
     }
 }
 

@@ -618,8 +618,10 @@ impl Model {
     }
 
     /// Growth (chain.rs): a chunk linked for a checkpoint with `below` bytes of stack in use is
-    /// of the largest class whose size is at most half of that and at most `growth_max`;
-    /// the standard class below four standard chunks' worth. A chain of small classes: below
+    /// of the largest class whose size is at most twice that and at most `growth_max`;
+    /// the standard class below one standard chunk's worth. A chain of small classes: from a
+    /// standard chunk's worth on, at most half of it (the standard class below four
+    /// standard chunks' worth). A chain of small classes: below
     /// a standard chunk's worth, the largest class of at most `below` bytes (the smallest one
     /// at least).
     fn growth_class(&self, t: &MThread, below: usize) -> usize {
@@ -630,9 +632,14 @@ impl Model {
             }
             return k;
         }
+        let target = if self.small(t) {
+            below / 2
+        } else {
+            below.saturating_mul(2)
+        };
         let mut k = self.std;
         while k < self.max_class
-            && self.size(k + 1) <= below / 2
+            && self.size(k + 1) <= target
             && self.size(k + 1) <= self.cfg.growth_max
         {
             k += 1;
@@ -1515,7 +1522,7 @@ fn dive(rt: &Runtime, chain: &ThreadChain, ts: usize, depth: usize) -> Vec<*mut 
 /// one. Hand-derived with the rule "the largest class no larger than the stack in use, at
 /// least 512, up to 32 KiB": in use 384 -> 512; 768 -> 512; 1152 -> 1 KiB; 2048 -> 2 KiB;
 /// 3968 -> 2 KiB; 5888 -> 4 KiB; 9856 -> 8 KiB; 17920 -> 16 KiB; 34176 -> 32 KiB (the standard
-/// chunk; growth beyond it starts at four standard chunks in use).
+/// chunk; a worker's growth beyond it starts at four standard chunks in use).
 #[cfg(target_pointer_width = "64")]
 #[test]
 fn worker_chains_grow_geometrically_from_small_classes() {

@@ -42,11 +42,11 @@ fn class_size(reserve: usize) -> usize {
 }
 
 /// The size growth gives a chunk linked for a checkpoint with `below` bytes of stack in use:
-/// the largest `CHUNK << k` of at most half of that and at most the default growth limit,
+/// the largest `CHUNK << k` of at most twice that and at most the default growth limit,
 /// `CHUNK` at least.
 fn growth_size(below: usize) -> usize {
     let mut s = CHUNK;
-    while 2 * s <= below / 2 && 2 * s <= DEFAULT_GROWTH_MAX_BYTES {
+    while 2 * s <= 2 * below && 2 * s <= DEFAULT_GROWTH_MAX_BYTES {
         s *= 2;
     }
     s

@@ -31,9 +31,14 @@
 //! A chain that gets deep gets larger chunks (when [`RuntimeConfig::growth_max`] is above the
 //! standard size: `lookahead`, `mmu` and `mmu-reuse`, 1 MiB by default, `STACKRT_CHUNK_GROWTH`;
 //! see [`super::global::set_growth`] for why not the heap mechanisms and why the MMU ones). A chunk linked for a checkpoint
-//! with `B` bytes of stack in use below it is of the largest class of at most `B / 2` and at most
-//! `growth_max` bytes (the standard class while `B` is below four standard chunks), or larger if
-//! its reserve needs it. The size is a function of the depth, so a recursion that goes down and up
+//! with `B` bytes of stack in use below it is of the largest class of at most `2 B` and at most
+//! `growth_max` bytes (the standard class while `B` is below one standard chunk), or larger if
+//! its reserve needs it: each link at least doubles what the thread holds, as Go's stacks double.
+//! A chain that links small classes (a green-thread worker's) keeps the lean rule from a
+//! standard chunk's worth on: at most `B / 2`, the standard class below four standard chunks'
+//! worth, so that among thousands of threads a deep one holds at most about 1.5 times what it
+//! uses (the `2 B` rule made 20,000 green threads of which 200 go 240 KB deep hold 1.65 times
+//! their frames: `tests/green.rs`, `green_blocks_hold_what_their_threads_touch`). The size is a function of the depth, so a recursion that goes down and up
 //! again links the same classes at the same depths, and the hot split works at every depth. A
 //! forced overflow (the reserve fits the running chunk after all: a green thread's preemption
 //! poisons the check word) gets the reserve's class, never a grown one. Why grow: every chunk
@@ -43,9 +48,15 @@
 //! of 32-byte frames crossed about a thousand boundaries with 32 KiB chunks; with growth it crosses
 //! about forty (1 MiB chunks at most, [`super::config::DEFAULT_GROWTH_MAX_BYTES`] says why). Under
 //! the MMU mechanisms every boundary a descent crosses is also a `SIGSEGV` and its handler
-//! (microseconds; [`super::global::set_growth`]). The cost: a chain's newest chunk may be up to
-//! half empty, so a deep thread holds up to about twice the stack it uses (the untouched part
-//! is not resident); the reclaim budget counts in bytes
+//! (microseconds; [`super::global::set_growth`]). Why `2 B` and from the first standard chunk
+//! on: a recursion 4,096 deep of 32-byte frames with a C call's reserve (`call_depth`) crossed
+//! five boundaries per descent with `B / 2` from four standard chunks on (the rule until
+//! 2026-11-28), three now, and each crossing pair costs it about 60 ns (the handler, the
+//! header and the new chunk's lines are cold after thousands of calls): 0.97x the time at
+//! 4,096 deep, 0.985x at 16,384 (x86-64, Zen 4). The cost: a chain's newest chunk may be up to
+//! two thirds empty (a worker's: half), so a deep OS thread holds up to about three times the
+//! stack it uses below `growth_max` (the untouched part is not resident); the reclaim budget
+//! counts in bytes
 //! ([`RuntimeConfig::reclaim_budget_at`]). Measured with the thesis-size tree and 64 threads
 //! (`tree_multi 1048575 1000000 0.3 5 64`, 5 interleaved pairs, 2026-11-27) growth against
 //! fixed chunks under `mmu-reuse`: 0.98x the time and 1.00x the peak RSS on x86-64, 0.95x the

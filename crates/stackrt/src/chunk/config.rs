@@ -195,13 +195,13 @@ impl RuntimeConfig {
     }
 
     /// The class of a new chunk linked for a checkpoint with `below` bytes of stack in use
-    /// below it (module docs, "Growth"): about half of that, a power-of-two multiple of the
-    /// standard size, at most [`RuntimeConfig::growth_max`]. The standard class while the
-    /// stack is shallow or growth is off.
+    /// below it (module docs, "Growth"): the largest power-of-two multiple of the standard
+    /// size of at most twice that, at most [`RuntimeConfig::growth_max`]. The standard class
+    /// while less than a standard chunk is in use, or growth is off.
     #[inline]
     pub fn growth_class(&self, below: usize) -> usize {
         let cs = self.geometry.chunk_size;
-        let target = (below / 2).min(self.growth_max);
+        let target = below.saturating_mul(2).min(self.growth_max);
         if target < 2 * cs {
             // The hot split's usual case: two compares, no call.
             return self.small_classes;
@@ -218,12 +218,18 @@ impl RuntimeConfig {
     /// Like [`RuntimeConfig::growth_class`] for a chain that links small classes (chain module
     /// docs, "Small classes"): below a standard chunk's worth of stack, the largest class no
     /// larger than the stack in use (at least the smallest), so that each chunk about doubles
-    /// what the chain holds.
+    /// what the chain holds; from there on the lean rule, a class of at most half the stack
+    /// in use (the standard class below four standard chunks' worth), so that a deep green
+    /// thread holds at most about 1.5 times what it uses.
     #[inline]
     pub fn small_growth_class(&self, below: usize) -> usize {
         let unit = self.geometry.chunk_size >> self.small_classes;
         if below >= self.geometry.chunk_size {
-            return self.growth_class(below);
+            let target = (below / 2).min(self.growth_max);
+            if target < 2 * self.geometry.chunk_size {
+                return self.small_classes;
+            }
+            return self.grown_class(target);
         }
         if below < 2 * unit {
             return 0;

@@ -68,7 +68,16 @@ const _: () = {
     // the MMU mechanisms' inline C calls write and read these words themselves.
     assert!(CCALLS_OFFSET == 6 * P && LIB_SP_SLOT == 16);
     assert!(core::mem::offset_of!(ChunkTls, hot_split) == HOT_SPLIT_OFFSET);
+    assert!(core::mem::offset_of!(ChunkTls, from_enter) == FROM_ENTER_OFFSET);
 };
+
+/// Byte offset of the `from_enter` word in the block (word 2): non-zero on an OS thread that
+/// entered chunked code itself, zero on a green-thread worker. The `lookahead` overflow
+/// handlers keep a frame's phase on its cache line (`super::header::PHASE_LINE`) only where it
+/// is non-zero: a worker's chains link small classes sized to what their threads touch, and
+/// the phase's bytes there made 20,000 green threads hold 8% more (`tests/green.rs`,
+/// `green_blocks_hold_what_their_threads_touch`, 256-byte frames).
+pub const FROM_ENTER_OFFSET: usize = 2 * P;
 
 /// Byte offset of the *hot split* word in the block (word 8; the `lookahead` overflow
 /// handlers' assembly reads it as `stackrt_chunk_tls@tpoff+64` / `@ntpoff+32`). Non-zero on

@@ -106,6 +106,32 @@ pub const UNLINKED: usize = usize::MAX;
 /// `SP + (chunk_size - HEADER_SIZE - CHECK_SLACK - R) < header`.
 pub const CHECK_SLACK: usize = 16;
 
+/// The line whose phase `lookahead`'s chunk switches keep: a cache line.
+///
+/// A contiguous stack puts a thread's frames at addresses fixed modulo a cache line by the
+/// thread's first SP and the frame sizes; a chunk switch that placed the callee's frame at a
+/// fixed offset below the new header would move every frame after it to another phase, and
+/// with it which of a frame's words share a line (a frame of 32 bytes is one line's half, or
+/// two lines' quarters). That alone moved `call_depth` at 4,096 deep by 3% on x86-64 (Zen 4,
+/// 2026-11-28: the same code with its recursion shifted by 16 bytes: 1.036x and 1.002x
+/// `callee-cleanup`'s time). So the overflow handlers at C-- calls place the copied arguments
+/// at the caller's SP's phase ([`PHASE_ROOM`]), and the entry at [`ENTRY_PHASE`]: a recursion
+/// has the phases it has on a contiguous stack, and a comparison with the fixed-stack
+/// mechanisms measures the mechanism, not a layout.
+pub const PHASE_LINE: usize = 64;
+
+/// Most bytes a phase costs below a header (a line less one stack slot; SPs are
+/// slot-aligned). An overflow leaves that many between a new chunk's header and the
+/// arguments it copies there where the chunk has them to spare below the reserve (so a chunk
+/// sized to its reserve costs nothing more); the entry asks for them on top of its need.
+pub const PHASE_ROOM: usize = PHASE_LINE - core::mem::size_of::<usize>();
+
+/// The address modulo [`PHASE_LINE`] of a thread's first SP on its first chunk, before the
+/// entry pushes the return address and the arguments: the phase the fixed-stack entries give
+/// (`stackrt_enter_traditional` and `stackrt_enter_callee_cleanup`: a 256-byte aligned
+/// address less 16). The entry asks for [`PHASE_ROOM`] bytes more than the entry's need.
+pub const ENTRY_PHASE: usize = 48;
+
 /// Largest reserve a checkpoint may request with chunks of `chunk_size` bytes: a fresh chunk
 /// offers `chunk_size - HEADER_SIZE` bytes below SP, minus [`CHECK_SLACK`].
 /// 32 KiB chunks: 32720 on i686, 32688 on x86-64.

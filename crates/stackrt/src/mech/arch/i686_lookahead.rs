@@ -21,10 +21,14 @@ use core::arch::global_asm;
 // Calls the C-- function `fp` with its first `nargs` (0..=2) of `a0, a1` on a fresh first
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
 // back. Preserves ebp ebx esi edi. The call is callee-cleanup's (the return address pushed
-// before the arguments, a jump; the callee pops both and jumps back).
+// before the arguments, a jump; the callee pops both and jumps back). The first SP is the
+// highest address at most H that is `ENTRY_PHASE` modulo `PHASE_LINE` (`crate::chunk::header`:
+// the phase the fixed-stack entries give `fp`'s frames), so the chunk is asked for the need
+// plus `PHASE_ROOM`.
 //
 //   native stack                              first chunk
 //   | nargs a1 a0 fp    | X + 20 ..           +-----------------------+ H = ebp = header
+//   |                   |                     | (0-48 bytes: phase)   |
 //   | return address    | X + 16              | return address        |
 //   | ebp ebx esi edi   | 16 bytes            | a1 (if nargs = 2)     |
 //   +-------------------+ X                   | a0 (if nargs >= 1)    |
@@ -64,10 +68,13 @@ global_asm!(
     "mov %eax, (%esp)",
     "mov 20(%ebx), %eax",
     "mov -8(%eax), %eax",
+    "add ${room}, %eax",
     "mov %eax, 4(%esp)",
     "call {enter}",
     "mov %eax, %ebp",
-    "mov %eax, %esp",
+    "lea -{phase}(%eax), %esp",
+    "and $-{line}, %esp",
+    "add ${phase}, %esp",
     // The `call` pushes the return address (to the `jmp` after it) first, callee-cleanup's
     // order, without an absolute relocation.
     "call .Lla_push_args32",
@@ -101,6 +108,9 @@ global_asm!(
     ".size stackrt_enter_lookahead, .-stackrt_enter_lookahead",
     enter = sym crate::chunk::stackrt_chunk_thread_enter,
     exit = sym crate::chunk::stackrt_chunk_thread_exit,
+    phase = const crate::chunk::header::ENTRY_PHASE,
+    line = const crate::chunk::header::PHASE_LINE,
+    room = const crate::chunk::header::PHASE_ROOM,
     options(att_syntax)
 );
 
@@ -184,8 +194,16 @@ global_asm!(
 // In:  ecx = reserve R (bytes below the caller's SP before its pushes), edx = A (bytes the
 //      caller pushed: arguments and padding), ebp = current header, [esp] = return address
 //      into the stub, [esp + 4 .. esp + 4 + A) = the pushed arguments.
-// Out: ebp = new header; esp = new header - A - 4 with the arguments and the return address
-//      copied there; returns into the stub, which makes the call on the new chunk.
+// Out: ebp = new header; esp = new header - A - 4 - P with the arguments and the return
+//      address copied there; returns into the stub, which makes the call on the new chunk.
+//      For a C-- call (the `_cmm` entry) P (0 to 60) gives esp the old esp's address modulo
+//      `crate::chunk::header::PHASE_LINE`, so the callee's frames lie on their cache lines as
+//      on a contiguous stack, on an OS thread's chain (not a green-thread worker's, whose
+//      small classes are sized to what threads touch: `crate::chunk::handler::
+//      FROM_ENTER_OFFSET`) and where the chunk has P bytes to spare below R (else P = 0: the
+//      phase never makes a chunk larger); for a C call P = 0 (its checkpoint's underflow
+//      test is `esp == ebp` after the call). The entries store the mask of P (0 or
+//      PHASE_LINE - 1) at +12.
 // Clobbered: eax ecx edx, flags (dead at a checkpoint: i686 calls pass nothing in registers).
 // Preserved: ebx esi edi, xmm registers are not touched by the copy (Rust may clobber them;
 //      none is live before a call).
@@ -204,7 +222,7 @@ global_asm!(
 //   | args (A bytes)   |            | ebx (fast path)  | +24        | args (copied)    |
 //   | ret into stub    | <- esp     | A                | +20        | ret into stub    |
 //   |                  |            | old esp          | +16        +------------------+ <- esp
-//   |                  |            | (pad)            | +12
+//   |                  |            | phase mask       | +12
 //   |                  |            | reserve R        | +8   cdecl arguments of
 //   |                  |            | caller_sp        | +4   stackrt_chunk_overflow
 //   |                  |            | cur header       | +0 <- esp at the call (S - 32)
@@ -214,14 +232,26 @@ global_asm!(
     ".type stackrt_lookahead_overflow, @function",
     ".p2align 4",
     "stackrt_lookahead_overflow:",
-    // The handler for checkpoints at C-- calls is the same routine on i686: it saves nothing
-    // that a C-- call would need kept (x86-64 has a lighter one).
+    "mov %esp, %eax",
+    "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
+    "sub $32, %esp",
+    "movl $0, 12(%esp)",
+    "jmp .Lla_common32",
+    // The handler for checkpoints at C-- calls is the same routine on i686 (it saves nothing
+    // that a C-- call would need kept; x86-64 has a lighter one) but for the phase: a C
+    // call's checkpoint finds its underflow by `esp == ebp` after the call, so its arguments
+    // go right below the header; a C-- call's keep the caller's phase.
     ".globl stackrt_lookahead_overflow_cmm",
     ".type stackrt_lookahead_overflow_cmm, @function",
     "stackrt_lookahead_overflow_cmm:",
     "mov %esp, %eax",
     "mov %gs:stackrt_chunk_tls@ntpoff, %esp",
     "sub $32, %esp",
+    "movl $0, 12(%esp)",
+    "cmpl $0, %gs:stackrt_chunk_tls@ntpoff+{own}",
+    "je .Lla_common32",
+    "movl ${line_mask}, 12(%esp)",
+    ".Lla_common32:",
     "mov %eax, 16(%esp)",
     "mov %edx, 20(%esp)",
     "mov %ebp, (%esp)",
@@ -259,8 +289,24 @@ global_asm!(
     "mov %eax, %ebp",
     "mov 16(%esp), %ecx",
     "mov 20(%esp), %edx",
-    "lea -4(%eax), %esp",
+    // The phase: P = (unpadded esp - old esp) & mask, if the chunk has P bytes to spare
+    // below the reserve (P + R + slack + limit <= header), else 0.
+    "lea -4(%eax), %eax",
+    "sub %edx, %eax",
+    "sub %ecx, %eax",
+    "and 12(%esp), %eax",
+    "mov %eax, 12(%esp)",
+    "add 8(%esp), %eax",
+    "add ${slack}, %eax",
+    "add {limit}(%ebp), %eax",
+    "cmp %ebp, %eax",
+    "mov 12(%esp), %eax",
+    "jbe .Lla_phase32",
+    "xor %eax, %eax",
+    ".Lla_phase32:",
+    "lea -4(%ebp), %esp",
     "sub %edx, %esp",
+    "sub %eax, %esp",
     "add $4, %edx",
     ".Lla_copy32:",
     "sub $4, %edx",
@@ -279,6 +325,8 @@ global_asm!(
     prev_header = const crate::chunk::header::OFF_PREV_HEADER,
     limit = const crate::chunk::header::OFF_LIMIT,
     slack = const crate::chunk::header::CHECK_SLACK,
+    line_mask = const crate::chunk::header::PHASE_LINE - 1,
+    own = const crate::chunk::handler::FROM_ENTER_OFFSET,
     options(att_syntax)
 );
 

@@ -22,9 +22,13 @@ use core::arch::global_asm;
 // chunk (at least as big as the u32 stack need at `fp - 8`), then gives the thread's chunks
 // back. Preserves every System V callee-saved register. The call is callee-cleanup's (the
 // return address pushed before the arguments, a jump; the callee pops both and jumps back).
+// The first SP is the highest address at most H that is `ENTRY_PHASE` modulo `PHASE_LINE`
+// (`crate::chunk::header`: the phase the fixed-stack entries give `fp`'s frames), so the
+// chunk is asked for the need plus `PHASE_ROOM`.
 //
 //   native stack                              first chunk
 //   | return address (to Rust) |              +-----------------------+ H = rbp = header
+//   |                          |              | (0-48 bytes: phase)   |
 //   | rbx rbp r12 r13 r14 r15  |  48 bytes    | return address        |
 //   +--------------------------+ X            | a1 (if nargs = 2)     |
 //   | (alignment)              |              | a0 (if nargs >= 1)    |
@@ -59,6 +63,7 @@ global_asm!(
     "mov %rbx, 8(%rsp)",
     "mov %rsp, %rdi",
     "mov -8(%r12), %esi",
+    "add ${room}, %esi",
     "mov %fs:stackrt_chunk_tls@tpoff, %rax",
     "test %rax, %rax",
     "jz .Lla_enter_here64",
@@ -66,7 +71,9 @@ global_asm!(
     ".Lla_enter_here64:",
     "call {enter}",
     "mov %rax, %rbp",
-    "mov %rax, %rsp",
+    "lea -{phase}(%rax), %rsp",
+    "and $-{line}, %rsp",
+    "add ${phase}, %rsp",
     "lea .Lla_entered64(%rip), %rax",
     "push %rax",
     "cmp $2, %r15",
@@ -97,6 +104,9 @@ global_asm!(
     ".size stackrt_enter_lookahead, .-stackrt_enter_lookahead",
     enter = sym crate::chunk::stackrt_chunk_thread_enter,
     exit = sym crate::chunk::stackrt_chunk_thread_exit,
+    phase = const crate::chunk::header::ENTRY_PHASE,
+    line = const crate::chunk::header::PHASE_LINE,
+    room = const crate::chunk::header::PHASE_ROOM,
     options(att_syntax)
 );
 
@@ -271,11 +281,19 @@ global_asm!(
 //
 // In:  r11 = reserve R, r10 = A, rbp = current header, [rsp] = return address into the stub,
 //      [rsp + 8 .. rsp + 8 + A) = the pushed arguments.
-// Out: rbp = new header; rsp = new header - A - 8 with the arguments and the return address
-//      copied there. Clobbers rax rcx rdx rsi rdi r8-r11, xmm0-15, flags.
+// Out: rbp = new header; rsp = new header - A - 8 - P with the arguments and the return
+//      address copied there, where P (0 to 56) gives rsp the old rsp's address modulo
+//      `crate::chunk::header::PHASE_LINE`: the callee's frames lie on their cache lines as on
+//      a contiguous stack. P is 0 on a green-thread worker (its chains link small classes
+//      sized to what threads touch: `crate::chunk::handler::FROM_ENTER_OFFSET`) and where the
+//      chunk has not P bytes to spare below R (the phase never makes a chunk larger).
+//      (The C-call handler above places at P = 0: its checkpoint's underflow test is
+//      `rsp == rbp`.)
+//      Clobbers rax rcx rdx rsi rdi r8-r11, xmm0-15, flags.
 //
 //   old chunk                       handler stack (top S)            new chunk
 //   | caller frame     | caller_sp  +------------------+ S          +------------------+ H'
+//   |                  |            |                  |            | (P bytes: phase) |
 //   | args (A bytes)   |            | packed A<<32 | R | +8         | args (copied)    |
 //   | ret into stub    | <- rsp     | old rsp          | +0 <- rsp  | ret into stub    |
 //   |                  |            +------------------+ (S - 16)   +------------------+ <- rsp
@@ -326,6 +344,24 @@ global_asm!(
     "shr $32, %rcx",
     "lea -8(%rax), %r11",
     "sub %rcx, %r11",
+    // The phase: P = (r11 - old rsp) mod PHASE_LINE on an OS thread's chain, if the chunk
+    // has P bytes to spare below the reserve (header - limit - R - slack), else 0.
+    "xor %edx, %edx",
+    "cmpq $0, %fs:stackrt_chunk_tls@tpoff+{own}",
+    "je .Lla_placed64_cmm",
+    "mov %r11, %rdx",
+    "sub %r10, %rdx",
+    "and ${line_mask}, %rdx",
+    "mov %rax, %r8",
+    "sub {limit}(%rax), %r8",
+    "mov 8(%rsp), %r9d",
+    "add ${slack}, %r9",
+    "sub %r9, %r8",
+    "xor %r9d, %r9d",
+    "cmp %r8, %rdx",
+    "cmova %r9, %rdx",
+    ".Lla_placed64_cmm:",
+    "sub %rdx, %r11",
     "add $8, %rcx",
     ".Lla_copy64_cmm:",
     "sub $8, %rcx",
@@ -345,6 +381,8 @@ global_asm!(
     prev_header = const crate::chunk::header::OFF_PREV_HEADER,
     limit = const crate::chunk::header::OFF_LIMIT,
     slack = const crate::chunk::header::CHECK_SLACK,
+    line_mask = const crate::chunk::header::PHASE_LINE - 1,
+    own = const crate::chunk::handler::FROM_ENTER_OFFSET,
     options(att_syntax)
 );
 
