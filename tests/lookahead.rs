@@ -50,8 +50,8 @@ fn ten_million_nested_calls_on_i686_with_the_default_chunk_size() {
     assert!(stat(&err, "peak stack bytes") > 120_000_000, "{err}");
 
     // With growth up to 16 MiB (chunks of up to twice the stack below them), the same 120 MB
-    // cross few boundaries: 32 KiB chunks up to 32 KiB of stack, then doubling about every
-    // chunk to 16 MiB (about 10 chunks), then 16 MiB chunks (about 7).
+    // cross few boundaries: the chunks double from 32 KiB to 16 MiB, then stay there (36
+    // overflows on 2026-11-28, against over 3,000 with fixed 32 KiB chunks above).
     let o = run_deep_sum_growing(&exe, n, "16M");
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "stderr:\n{err}");
