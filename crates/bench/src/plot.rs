@@ -469,8 +469,30 @@ fn legend(area: &DrawingArea<SVGBackend<'_>, Shift>, labels: &[String]) -> Resul
     Ok(())
 }
 
+/// `fig` with every value and interval end moved into `lo..=hi`: plotters maps a point far
+/// outside its axis to a pixel beyond `i32` (a run whose interval is 10^12 times its value made
+/// the harness panic), and a point off the plot is drawn at its edge.
+fn clipped(fig: &Figure, lo: f64, hi: f64) -> Figure {
+    let mut fig = fig.clone();
+    for v in fig
+        .panels
+        .iter_mut()
+        .flat_map(|p| &mut p.series)
+        .flat_map(|s| &mut s.values)
+    {
+        for w in [&mut v.y, &mut v.low, &mut v.high] {
+            if !w.is_nan() {
+                *w = w.clamp(lo, hi);
+            }
+        }
+    }
+    fig
+}
+
 /// Writes `fig` as an SVG file.
 fn draw(path: &Path, fig: &Figure) -> Result<(), String> {
+    let (v_lo, v_hi, log_v) = value_axis(fig);
+    let fig = &clipped(fig, v_lo, v_hi);
     let panels: Vec<&Panel> = fig
         .panels
         .iter()
@@ -521,7 +543,6 @@ fn draw(path: &Path, fig: &Figure) -> Result<(), String> {
     let (_, rest) = root.split_vertically(header);
     let (plots, legend_area) = rest.split_horizontally(width - legend_width);
     let areas = plots.split_evenly((1, panels.len()));
-    let (v_lo, v_hi, log_v) = value_axis(fig);
     if fig.dots {
         for (area, panel) in areas.iter().zip(&panels) {
             match log_v {
@@ -952,6 +973,28 @@ mod tests {
                 f
             }),
         ];
+        // Intervals 10^12 times their values (a two-round cell of a noisy run), on every kind
+        // of axis: drawn to the plot's edge, not past what a pixel coordinate holds.
+        let wide = |mut f: Figure| {
+            for v in f.panels[0].series[1].values.iter_mut() {
+                v.low = -v.y * 1e12;
+                v.high = v.y * 1e12;
+            }
+            f
+        };
+        let cases = cases.into_iter().chain([
+            ("wide-linear", wide(synthetic(4.0, 3.0, false, None))),
+            (
+                "wide-log-both",
+                wide(synthetic(1000.0, 50.0, false, Some(1.0))),
+            ),
+            ("wide-dots", wide(synthetic(1.0, 1.0, true, Some(1.0)))),
+            ("wide-dots-log", {
+                let mut f = wide(synthetic(1.0, 1.0, true, None));
+                f.panels[0].series[2].values[0].y = 500.0;
+                f
+            }),
+        ]);
         for (name, figure) in cases {
             let path = dir.path().join(format!("{name}.svg"));
             draw(&path, &figure).unwrap_or_else(|e| panic!("{name}: {e}"));
