@@ -42,12 +42,14 @@ pub mod record;
 pub mod relaxed;
 pub mod report;
 pub mod shadow;
+mod sync;
 pub mod trace;
 pub mod trace_file;
 
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 use rustc_hash::FxHashMap;
 use shadow::GRANULE;
+pub use sync::{relaxed_quiet_event, sync_begin, sync_done, sync_wait, sync_wait_green};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The green scheduler's decision hook (`fn()`), or 0: see [`set_decision_hook`].
@@ -345,57 +347,6 @@ fn detecting() -> bool {
     enabled() && !relaxed::on()
 }
 
-/// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
-/// `_mutex_lock`, `_cas`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
-/// replay the caller then waits ([`sync_wait`], or [`sync_wait_green`]) before it acts.
-#[inline(never)]
-pub fn sync_begin() {
-    let cur = current();
-    if cur.is_null() {
-        return;
-    }
-    // SAFETY: the running thread's state; only this thread changes its counters.
-    let t = unsafe { &*cur };
-    let n = t.events.get() + 1;
-    t.events.set(n);
-    t.sync_event.set(n);
-    if t.cursor.needs(n) {
-        relaxed::begin(&t.cursor, n);
-    }
-}
-
-/// Waits until the recorded order lets the call begun by [`sync_begin`] go on (relaxed replay;
-/// OS threads: spinning, then sleeping).
-#[inline(never)]
-pub fn sync_wait() {
-    // Nothing is deferred outside a green thread's library stub.
-    let _ = sync_wait_green(0);
-}
-
-/// [`sync_wait`] for a green thread in a thread-library call: true when its park was left to
-/// the library stub, which repeats the call in `phase` (the caller returns at once).
-#[inline(never)]
-pub fn sync_wait_green(phase: u32) -> bool {
-    let cur = current();
-    if !cur.is_null() && relaxed::on() {
-        // SAFETY: as in `sync_begin`.
-        let t = unsafe { &*cur };
-        return relaxed::wait_in(&t.cursor, t.sync_event.get(), phase);
-    }
-    false
-}
-
-/// The call begun by [`sync_begin`] is done (other threads may wait for it).
-#[inline(never)]
-pub fn sync_done() {
-    let cur = current();
-    if !cur.is_null() && relaxed::on() {
-        // SAFETY: as in `sync_begin`.
-        let t = unsafe { &*cur };
-        relaxed::done(&t.cursor, t.events.get());
-    }
-}
-
 /// The running OS thread ends (returns from its function or calls `sthread_exit`).
 #[inline(never)]
 pub fn thread_end() {
@@ -555,12 +506,8 @@ pub fn acquire(m: usize) {
 /// accesses the program orders with this one.
 #[inline(never)]
 pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
-    // SAFETY: per the contract `p` is valid and aligned for an `AtomicI32`, and other
-    // threads' accesses of it are atomic or ordered with this one.
-    let word = unsafe { AtomicI32::from_ptr(p) };
-    let swap = || match word.compare_exchange(old, new, SeqCst, SeqCst) {
-        Ok(v) | Err(v) => v,
-    };
+    // SAFETY: the caller's contract.
+    let swap = || unsafe { swap_word(p, old, new) };
     let cur = current();
     if cur.is_null() {
         return swap();
@@ -599,6 +546,20 @@ pub unsafe fn cas(p: *mut c_int, old: c_int, new: c_int) -> c_int {
     }
     tick(t);
     was
+}
+
+/// The compare-and-swap itself, sequentially consistent; returns the value `*p` held.
+///
+/// # Safety
+/// As [`cas`].
+#[inline]
+pub unsafe fn swap_word(p: *mut c_int, old: c_int, new: c_int) -> c_int {
+    // SAFETY: per the contract `p` is valid and aligned for an `AtomicI32`, and other
+    // threads' accesses of it are atomic or ordered with this one.
+    let word = unsafe { AtomicI32::from_ptr(p) };
+    match word.compare_exchange(old, new, SeqCst, SeqCst) {
+        Ok(v) | Err(v) => v,
+    }
 }
 
 /// Mutex `m` is destroyed (its address may name another mutex later).

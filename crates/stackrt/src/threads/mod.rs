@@ -464,6 +464,12 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
         // Phases of a call the library stub repeats (`green::libcall::lib_entry`): 1, after the
         // deterministic mode's decision (the swap is made then).
         let (phase, _kept) = green::libcall::lib_entry();
+        if phase == 0 && crate::race::relaxed_quiet_event() {
+            // Relaxed replay holds nothing here and waits for nothing after (no
+            // deterministic mode: `STACKRT_SCHED` is one or the other).
+            // SAFETY: per the contract `p` is a live aligned int accessed atomically.
+            return unsafe { crate::race::swap_word(p, old, new) };
+        }
         if phase == 0 {
             crate::race::sync_begin();
         }
@@ -477,6 +483,10 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
         let was = unsafe { crate::race::cas(p, old, new) };
         crate::race::sync_done();
         return was;
+    }
+    if crate::race::relaxed_quiet_event() {
+        // SAFETY: as above.
+        return unsafe { crate::race::swap_word(p, old, new) };
     }
     crate::race::sync_begin();
     crate::race::sync_wait();
