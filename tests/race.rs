@@ -442,6 +442,43 @@ fn a_lost_update_found_by_a_seed_reproduces_under_strict_and_relaxed_replay() {
     }
 }
 
+/// A spin-wait on a plain flag with a yield after each try: relaxed replay makes no yield
+/// (`sthread_yield` does nothing there), and still prints what each recorded schedule did,
+/// "spun 1" (the consumer read the flag before it was set) and "spun 0" alike, on one worker
+/// (where the spinning thread must park for the producer to run), on two and on OS threads.
+/// The data (hand-checked: 0 + 1 + ... + 999) is the producer's.
+#[test]
+fn a_spin_wait_replays_relaxed_without_its_yields() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = root().join("tests/race/spin_flag.cm");
+    for (mech, target) in [("lookahead", "x86_64"), ("traditional", "i686")] {
+        let base = ["--race", "--mech", mech, "--target", target, "--threads"];
+        let mut args = base.to_vec();
+        args.push("green");
+        let green = compile(&src, dir.path(), &format!("spin-green-{mech}"), &args);
+        args.pop();
+        args.push("os");
+        let os = compile(&src, dir.path(), &format!("spin-os-{mech}"), &args);
+        let mut seen = Vec::new();
+        for seed in 1..=40 {
+            let t = dir.path().join(format!("spin-{mech}-{seed}.trace"));
+            let out = run_sched(&green, &format!("random:{seed}"), Some(&t));
+            if seen.contains(&out) {
+                continue;
+            }
+            assert!(
+                out == "data 499500\nspun 1\n" || out == "data 499500\nspun 0\n",
+                "{mech} {target} random:{seed}: {out:?}"
+            );
+            relaxed_runs_on(&green, &t, &out, 5, "1");
+            relaxed_runs(&green, &t, &out, 5);
+            relaxed_runs(&os, &t, &out, 5);
+            seen.push(out);
+        }
+        assert_eq!(seen.len(), 2, "{mech} {target}: both outcomes in 40 seeds");
+    }
+}
+
 /// Whether `out` is a run of mutex_order.cm: six digits, each of 1, 2, 3 twice.
 fn is_mutex_order(out: &str) -> bool {
     let mut d: Vec<char> = out.trim_end_matches('\n').chars().collect();
