@@ -750,7 +750,7 @@ fn findings() -> Vec<Finding> {
                 )
             },
             holds: |r| r <= 1.5,
-            changed_because: "these programs are little else than threads spinning on sthread_cas with a yield between tries, and a replay repeats the recorded run's control flow: every failed try of the recording is made again (given its recorded value) and followed by its yield, and a trace recorded under random:1, which switches threads at nearly every decision, has far more of them than a plain run makes (Dining Philosophers, 100 rounds: 118,000 thread switches in the replay, 3,200 in the plain run); the next row replays a PCT schedule instead",
+            changed_because: "a trace recorded under random:1, which switches threads at nearly every decision, orders far more events than the programs' own swaps need, and a replay holds a thread at each: Dining Philosophers, 100 rounds: 13,500 event lines and 11,700 parks in the replay, 1,600 parks in the plain run (a replay makes no yields since 2026-11-28: 13,300 switches, where repeating every recorded failed try's yield made 118,000); the next row replays a PCT schedule instead",
         },
         Finding {
             plot: "irs_fibonacci-ratio",
@@ -766,7 +766,7 @@ fn findings() -> Vec<Finding> {
                 )
             },
             holds: |r| r <= 1.5,
-            changed_because: "a replay first reads its whole trace: Fibonacci's, 1,000 rounds, is 554,000 lines (455,000 of them decisions, which only strict replay follows), about 11 ms before the program starts where the whole plain run takes 10 (x86-64, a run that ends after setup); and it runs the --race build, whose runtime call at every access and longer thread-library path cost about as much again as the plain run (race detection itself costs 2.0x on Fibonacci); the waits cost little: both threads share a worker and nearly always find the other's handover done (2,520 parks in 1,000 rounds, 2,000 of them joins)",
+            changed_because: "a replay first reads its whole trace: Fibonacci's, 1,000 rounds, is 554,000 lines (455,000 of them decisions, which only strict replay follows, and 97,500 event and failed lines), about 8 ms before the program starts where the whole plain run takes 9 (x86-64, a run of 0 rounds against an empty one); the --race build itself, replayed from a trace with no event lines, runs at 1.1x the plain run; the rest is the handover at every turn that the trace orders",
         },
         Finding {
             plot: "irs_fibonacci-ratio",

@@ -49,7 +49,9 @@ pub mod trace_file;
 use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 use rustc_hash::FxHashMap;
 use shadow::GRANULE;
-pub use sync::{relaxed_quiet_event, sync_begin, sync_done, sync_wait, sync_wait_green};
+pub use sync::{
+    relaxed_next_waits, relaxed_quiet_event, sync_begin, sync_done, sync_wait, sync_wait_green,
+};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// The green scheduler's decision hook (`fn()`), or 0: see [`set_decision_hook`].

@@ -591,6 +591,12 @@ fn blocker(c: &Cursor, n: u64) -> Option<&'static Progress> {
     None
 }
 
+/// Whether event `n` (the thread's next) would wait now: some event it comes after has not
+/// happened yet.
+pub fn waits_now(c: &Cursor, n: u64) -> bool {
+    c.needs(n) && blocker(c, n).is_some()
+}
+
 /// The CPUs online, read when replay starts.
 static CPUS: AtomicUsize = AtomicUsize::new(1);
 

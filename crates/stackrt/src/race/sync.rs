@@ -83,3 +83,16 @@ pub fn sync_done() {
         relaxed::done(&t.cursor, t.events.get());
     }
 }
+
+/// Relaxed replay: whether the running thread's next event would wait for another thread now
+/// (`sthread_yield` yields only then: see there).
+#[inline(never)]
+pub fn relaxed_next_waits() -> bool {
+    let cur = current();
+    if cur.is_null() {
+        return false;
+    }
+    // SAFETY: as in `sync_begin`.
+    let t = unsafe { &*cur };
+    relaxed::waits_now(&t.cursor, t.events.get() + 1)
+}
