@@ -750,7 +750,7 @@ fn findings() -> Vec<Finding> {
                 )
             },
             holds: |r| r <= 1.5,
-            changed_because: "a trace recorded under random:1, which switches threads at nearly every decision, orders far more events than the programs' own swaps need, and a replay holds a thread at each: Dining Philosophers, 100 rounds: 13,500 event lines and 11,700 parks in the replay, 1,600 parks in the plain run (a replay makes no yields since 2026-11-28: 13,300 switches, where repeating every recorded failed try's yield made 118,000); the next row replays a PCT schedule instead",
+            changed_because: "a trace recorded under random:1, which switches threads at nearly every decision, orders far more events than the programs' own swaps need, and a replay holds a thread at each: Dining Philosophers, 100 rounds: 13,500 event lines, and 13,900 thread switches (3,400 of them parks) in the replay against 3,200 (1,600) in the plain run; a replay yields only where the thread's next event would wait (repeating every recorded failed try's yield made 118,000 switches); the next row replays a PCT schedule instead",
         },
         Finding {
             plot: "irs_fibonacci-ratio",
