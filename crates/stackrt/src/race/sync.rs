@@ -4,7 +4,7 @@
 use super::{current, relaxed};
 
 /// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
-/// `_mutex_lock`, `_cas`; `_unlock` counts in [`release`]) starts: it gets its number. Under relaxed
+/// `_mutex_lock`, `_cas`; `_unlock` counts in [`super::release`]) starts: it gets its number. Under relaxed
 /// replay the caller then waits ([`sync_wait`], or [`sync_wait_green`]) before it acts.
 #[inline(never)]
 pub fn sync_begin() {
