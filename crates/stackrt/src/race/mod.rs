@@ -50,7 +50,8 @@ use clock::{VClock, MAX_CLOCK, MAX_SLOTS};
 use rustc_hash::FxHashMap;
 use shadow::GRANULE;
 pub use sync::{
-    relaxed_next_waits, relaxed_quiet_event, sync_begin, sync_done, sync_wait, sync_wait_green,
+    relaxed_next_waits, relaxed_quiet_cas, sync_begin, sync_done, sync_wait, sync_wait_green,
+    QuietCas,
 };
 
 static ENABLED: AtomicBool = AtomicBool::new(false);

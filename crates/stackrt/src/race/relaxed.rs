@@ -359,6 +359,9 @@ pub struct Cursor {
     served: Cell<u64>,
     /// The first event that needs [`begin`]'s attention.
     next: Cell<u64>,
+    /// The same, runs of failed swaps left out: up to it a thread's failed swaps need nothing
+    /// but their recorded values ([`quiet_failed`]).
+    other: Cell<u64>,
     /// The thread's plan, once there is one (looked up once: every wait and publication
     /// reads it).
     view: core::cell::OnceCell<(&'static Plan, View)>,
@@ -397,6 +400,7 @@ impl Cursor {
             run: Cell::new(NO_WAIT),
             served: Cell::new(0),
             next: Cell::new(u64::MAX),
+            other: Cell::new(u64::MAX),
             view: core::cell::OnceCell::new(),
         };
         c.renew();
@@ -427,7 +431,9 @@ impl Cursor {
             .map_or(u64::MAX, |&s| s + 1);
         let e = t.end.map_or(u64::MAX, |e| e.saturating_add(1));
         let r = t.runs.get(self.run.get()).map_or(u64::MAX, |r| r.first);
-        self.next.set(w.min(s).min(e).min(r));
+        let other = w.min(s).min(e);
+        self.other.set(other);
+        self.next.set(other.min(r));
     }
 
     /// The run of failed swaps event `n` is in, if any; runs before `n` are passed.
@@ -480,6 +486,33 @@ pub fn failed_value(c: &Cursor, n: u64, old: i32) -> Option<i32> {
     }
     let (_, t) = c.plan()?;
     let r = c.run_at(t, n)?;
+    if r.value == old {
+        diverged(&format!(
+            "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",
+            c.id
+        ));
+    }
+    c.served.set(n);
+    Some(r.value)
+}
+
+/// Event `n` is a compare-and-swap expecting `old` that the trace has nothing at but, maybe,
+/// a run of failed swaps, and nothing at `n + 1` but that: the value the recorded one found if
+/// `n` is in such a run (the swap is not made; nothing to wait for before it, nothing to
+/// publish after it, as [`begin`], [`wait_in`] and [`done`] would find), else `None`, with
+/// nothing done but passing the runs that ended before `n`. A spinning thread's retries: a
+/// `random:1` recording of Fibonacci (1,000 rounds) has 135,000 of them.
+pub fn quiet_failed(c: &Cursor, n: u64, old: i32) -> Option<i32> {
+    if n.saturating_add(1) >= c.other.get() {
+        return None;
+    }
+    let (_, t) = c.plan()?;
+    let before = c.run.get();
+    let r = c.run_at(t, n);
+    if c.run.get() != before {
+        c.renew();
+    }
+    let r = r?;
     if r.value == old {
         diverged(&format!(
             "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",

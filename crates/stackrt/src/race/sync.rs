@@ -22,34 +22,53 @@ pub fn sync_begin() {
     }
 }
 
-/// Relaxed replay's common thread-library event, in one call: when the trace has nothing at
-/// the running thread's next event `n` nor at `n + 1` (no wait, no failed swap, nothing to
-/// publish when it is done), counts `n` as [`sync_begin`] would and returns true; the caller
-/// then makes its call as an uninstrumented build does, without [`sync_wait`], the relaxed
-/// branch of [`super::cas`] or [`sync_done`] (each of which would find nothing to do at `n`). False
-/// (nothing counted) otherwise, or outside relaxed replay. A spinning thread's swaps are
-/// mostly such events: Philosophers (16 threads) makes about 1,300 per round, and the four
-/// calls, each finding the running thread afresh, cost it about a third of the plain run.
+/// What relaxed replay asks of a compare-and-swap ([`relaxed_quiet_cas`]).
+pub enum QuietCas {
+    /// Make the swap: the trace holds nothing at it.
+    Swap,
+    /// Return this value without a swap: the recorded one failed, finding it.
+    Found(i32),
+    /// The full path: [`sync_begin`], [`sync_wait`], [`super::cas`], [`sync_done`] (also
+    /// outside relaxed replay).
+    Full,
+}
+
+/// Relaxed replay's common compare-and-swap, in one call. When the trace has nothing at the
+/// running thread's next event `n` nor at `n + 1` (no wait, no failed swap, nothing to publish
+/// when it is done), counts `n` as [`sync_begin`] would and returns [`QuietCas::Swap`]; when it
+/// has nothing there but a run of failed swaps that `n` is in, counts `n` and returns
+/// [`QuietCas::Found`] with the recorded value ([`relaxed::quiet_failed`]). The caller then
+/// makes the swap as an uninstrumented build does, or returns the value, without
+/// [`sync_wait`], the relaxed branch of [`super::cas`] or [`sync_done`] (each of which would
+/// find nothing more to do at `n`). [`QuietCas::Full`], with nothing counted, otherwise. A
+/// spinning thread's swaps are mostly such events: Philosophers (16 threads) makes about 1,300
+/// per round, and the four calls, each finding the running thread afresh, cost it about a
+/// third of the plain run; a `random:1` recording of Fibonacci has 135,000 failed tries in
+/// 1,000 rounds.
 #[inline(never)]
-pub fn relaxed_quiet_event() -> bool {
+pub fn relaxed_quiet_cas(old: i32) -> QuietCas {
     if !relaxed::on() {
-        return false;
+        return QuietCas::Full;
     }
     let cur = current();
     if cur.is_null() {
-        return false;
+        return QuietCas::Full;
     }
     // SAFETY: as in `sync_begin`.
     let t = unsafe { &*cur };
     let n = t.events.get() + 1;
     // `needs(n + 1)` is false only if the next event of interest is after `n + 1`, so it is
     // false at `n` too: `begin`, `wait_in`, `failed_value` and `done` would all return at once.
-    if t.cursor.needs(n.saturating_add(1)) {
-        return false;
-    }
+    let q = if !t.cursor.needs(n.saturating_add(1)) {
+        QuietCas::Swap
+    } else if let Some(v) = relaxed::quiet_failed(&t.cursor, n, old) {
+        QuietCas::Found(v)
+    } else {
+        return QuietCas::Full;
+    };
     t.events.set(n);
     t.sync_event.set(n);
-    true
+    q
 }
 
 /// Waits until the recorded order lets the call begun by [`sync_begin`] go on (relaxed replay;

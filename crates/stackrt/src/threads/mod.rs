@@ -45,6 +45,7 @@ fn record(g: usize) -> NonZeroUsize {
 }
 
 use crate::green::sched as green;
+use crate::race::QuietCas;
 
 /// The phase in which the library stub repeats a call that yielded while relaxed replay held
 /// it back ([`green_relaxed_wait`]).
@@ -477,11 +478,15 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
         // Phases of a call the library stub repeats (`green::libcall::lib_entry`): 1, after the
         // deterministic mode's decision (the swap is made then).
         let (phase, _kept) = green::libcall::lib_entry();
-        if phase == 0 && crate::race::relaxed_quiet_event() {
+        if phase == 0 {
             // Relaxed replay holds nothing here and waits for nothing after (no
             // deterministic mode: `STACKRT_SCHED` is one or the other).
-            // SAFETY: per the contract `p` is a live aligned int accessed atomically.
-            return unsafe { crate::race::swap_word(p, old, new) };
+            match crate::race::relaxed_quiet_cas(old) {
+                // SAFETY: per the contract `p` is a live aligned int accessed atomically.
+                QuietCas::Swap => return unsafe { crate::race::swap_word(p, old, new) },
+                QuietCas::Found(v) => return v,
+                QuietCas::Full => {}
+            }
         }
         if phase == 0 {
             crate::race::sync_begin();
@@ -497,9 +502,11 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
         crate::race::sync_done();
         return was;
     }
-    if crate::race::relaxed_quiet_event() {
+    match crate::race::relaxed_quiet_cas(old) {
         // SAFETY: as above.
-        return unsafe { crate::race::swap_word(p, old, new) };
+        QuietCas::Swap => return unsafe { crate::race::swap_word(p, old, new) },
+        QuietCas::Found(v) => return v,
+        QuietCas::Full => {}
     }
     crate::race::sync_begin();
     crate::race::sync_wait();
