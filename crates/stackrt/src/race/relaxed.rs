@@ -478,6 +478,19 @@ pub fn begin(c: &Cursor, n: u64) {
     c.renew();
 }
 
+/// Event `n`, a compare-and-swap expecting `old`, is in the failed run `r`: the value the
+/// recorded one found (the run leaves the trace if that is `old`: the swap would succeed).
+fn serve(c: &Cursor, r: Run, n: u64, old: i32) -> i32 {
+    if r.value == old {
+        diverged(&format!(
+            "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",
+            c.id
+        ));
+    }
+    c.served.set(n);
+    r.value
+}
+
 /// Event `n` is a compare-and-swap expecting `old`: the value the recorded one found if it
 /// failed (the swap is not made), or `None`.
 pub fn failed_value(c: &Cursor, n: u64, old: i32) -> Option<i32> {
@@ -486,14 +499,7 @@ pub fn failed_value(c: &Cursor, n: u64, old: i32) -> Option<i32> {
     }
     let (_, t) = c.plan()?;
     let r = c.run_at(t, n)?;
-    if r.value == old {
-        diverged(&format!(
-            "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",
-            c.id
-        ));
-    }
-    c.served.set(n);
-    Some(r.value)
+    Some(serve(c, r, n, old))
 }
 
 /// Event `n` is a compare-and-swap expecting `old` that the trace has nothing at but, maybe,
@@ -513,14 +519,7 @@ pub fn quiet_failed(c: &Cursor, n: u64, old: i32) -> Option<i32> {
         c.renew();
     }
     let r = r?;
-    if r.value == old {
-        diverged(&format!(
-            "thread {}'s compare-and-swap, its event {n}, expects {old}, which the recorded one found: it failed there",
-            c.id
-        ));
-    }
-    c.served.set(n);
-    Some(r.value)
+    Some(serve(c, r, n, old))
 }
 
 /// Event `n` is a load or store (or a thread-library call other than a compare-and-swap, once

@@ -1,22 +1,35 @@
 //! Thread-library events (`sthread_create`, `_join`, `_mutex_lock`, `_cas`): their numbers in
 //! schedule traces, and relaxed replay's holds around them ([`super::relaxed`]).
 
-use super::{current, relaxed};
+use super::{current, relaxed, RaceThread};
+
+/// The running thread's race state, if it has one (the callers here are out of line, so each
+/// finds it afresh after a switch).
+#[inline(always)]
+fn running() -> Option<&'static RaceThread> {
+    let cur = current();
+    // SAFETY: the running thread's state (alive until its join, after it ends); only this
+    // thread changes its counters and cursor.
+    (!cur.is_null()).then(|| unsafe { &*cur })
+}
+
+/// Counts the thread-library call at event `n` (its number for `sync_event` readers).
+#[inline(always)]
+fn count(t: &RaceThread, n: u64) {
+    t.events.set(n);
+    t.sync_event.set(n);
+}
 
 /// A thread-library call that is an event of schedule traces (`sthread_create`, `_join`,
 /// `_mutex_lock`, `_cas`; `_unlock` counts in [`super::release`]) starts: it gets its number. Under relaxed
 /// replay the caller then waits ([`sync_wait`], or [`sync_wait_green`]) before it acts.
 #[inline(never)]
 pub fn sync_begin() {
-    let cur = current();
-    if cur.is_null() {
+    let Some(t) = running() else {
         return;
-    }
-    // SAFETY: the running thread's state; only this thread changes its counters.
-    let t = unsafe { &*cur };
+    };
     let n = t.events.get() + 1;
-    t.events.set(n);
-    t.sync_event.set(n);
+    count(t, n);
     if t.cursor.needs(n) {
         relaxed::begin(&t.cursor, n);
     }
@@ -47,15 +60,9 @@ pub enum QuietCas {
 /// 1,000 rounds.
 #[inline(never)]
 pub fn relaxed_quiet_cas(old: i32) -> QuietCas {
-    if !relaxed::on() {
+    let Some(t) = running().filter(|_| relaxed::on()) else {
         return QuietCas::Full;
-    }
-    let cur = current();
-    if cur.is_null() {
-        return QuietCas::Full;
-    }
-    // SAFETY: as in `sync_begin`.
-    let t = unsafe { &*cur };
+    };
     let n = t.events.get() + 1;
     // `needs(n + 1)` is false only if the next event of interest is after `n + 1`, so it is
     // false at `n` too: `begin`, `wait_in`, `failed_value` and `done` would all return at once.
@@ -66,8 +73,7 @@ pub fn relaxed_quiet_cas(old: i32) -> QuietCas {
     } else {
         return QuietCas::Full;
     };
-    t.events.set(n);
-    t.sync_event.set(n);
+    count(t, n);
     q
 }
 
@@ -83,22 +89,15 @@ pub fn sync_wait() {
 /// the library stub, which repeats the call in `phase` (the caller returns at once).
 #[inline(never)]
 pub fn sync_wait_green(phase: u32) -> bool {
-    let cur = current();
-    if !cur.is_null() && relaxed::on() {
-        // SAFETY: as in `sync_begin`.
-        let t = unsafe { &*cur };
-        return relaxed::wait_in(&t.cursor, t.sync_event.get(), phase);
-    }
-    false
+    running()
+        .filter(|_| relaxed::on())
+        .is_some_and(|t| relaxed::wait_in(&t.cursor, t.sync_event.get(), phase))
 }
 
 /// The call begun by [`sync_begin`] is done (other threads may wait for it).
 #[inline(never)]
 pub fn sync_done() {
-    let cur = current();
-    if !cur.is_null() && relaxed::on() {
-        // SAFETY: as in `sync_begin`.
-        let t = unsafe { &*cur };
+    if let Some(t) = running().filter(|_| relaxed::on()) {
         relaxed::done(&t.cursor, t.events.get());
     }
 }
@@ -107,11 +106,5 @@ pub fn sync_done() {
 /// (`sthread_yield` yields only then: see there).
 #[inline(never)]
 pub fn relaxed_next_waits() -> bool {
-    let cur = current();
-    if cur.is_null() {
-        return false;
-    }
-    // SAFETY: as in `sync_begin`.
-    let t = unsafe { &*cur };
-    relaxed::waits_now(&t.cursor, t.events.get() + 1)
+    running().is_some_and(|t| relaxed::waits_now(&t.cursor, t.events.get() + 1))
 }
