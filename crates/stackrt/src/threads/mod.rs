@@ -478,9 +478,10 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
         // Phases of a call the library stub repeats (`green::libcall::lib_entry`): 1, after the
         // deterministic mode's decision (the swap is made then).
         let (phase, _kept) = green::libcall::lib_entry();
-        if phase == 0 {
+        if phase == 0 && crate::race::relaxed::on() {
             // Relaxed replay holds nothing here and waits for nothing after (no
-            // deterministic mode: `STACKRT_SCHED` is one or the other).
+            // deterministic mode: `STACKRT_SCHED` is one or the other). Checked here first:
+            // a plain run's swap makes no call for it.
             match crate::race::relaxed_quiet_cas(old) {
                 // SAFETY: per the contract `p` is a live aligned int accessed atomically.
                 QuietCas::Swap => return unsafe { crate::race::swap_word(p, old, new) },
@@ -502,11 +503,13 @@ pub unsafe extern "C" fn sthread_cas(p: *mut c_int, old: c_int, new: c_int) -> c
         crate::race::sync_done();
         return was;
     }
-    match crate::race::relaxed_quiet_cas(old) {
-        // SAFETY: as above.
-        QuietCas::Swap => return unsafe { crate::race::swap_word(p, old, new) },
-        QuietCas::Found(v) => return v,
-        QuietCas::Full => {}
+    if crate::race::relaxed::on() {
+        match crate::race::relaxed_quiet_cas(old) {
+            // SAFETY: as above.
+            QuietCas::Swap => return unsafe { crate::race::swap_word(p, old, new) },
+            QuietCas::Found(v) => return v,
+            QuietCas::Full => {}
+        }
     }
     crate::race::sync_begin();
     crate::race::sync_wait();
