@@ -119,6 +119,7 @@ thread_local! {
 /// may keep a thread-local's address for a whole function: the thread library's entries here
 /// (`fork`, `join`, `acquire`, `release`, `sync_*`, `thread_end`), which it calls after calls
 /// that may switch, are out of line, so each finds the running thread afresh.
+#[inline]
 pub fn current() -> *mut RaceThread {
     CURRENT.with(|c| c.get())
 }
